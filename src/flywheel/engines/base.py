@@ -1,0 +1,21 @@
+"""The engine seam: everything the rollout side needs from an inference engine."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from flywheel.types import Completion
+
+
+class Engine(Protocol):
+    weight_version: int
+
+    def generate(
+        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int
+    ) -> list[list[Completion]]:
+        """``n`` completions of each prompt (token ids), with per-token logprobs and weight version."""
+        ...
+
+    def load_weights(self, path: str, version: int) -> float:
+        """Loads weights published at ``path`` in place; returns the seconds it took."""
+        ...

@@ -1,0 +1,45 @@
+"""Trainer and engine agree on the logprobs of engine-sampled tokens, before and after a weight sync."""
+
+import ray
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from flywheel.algorithms.aggregation import token_mean
+from flywheel.controller import build_batch, rollout
+from flywheel.envs.arithmetic import make_splits
+from flywheel.trainer.logprobs import token_logprobs
+
+from .conftest import fresh_workers
+
+
+def mean_abs_diff(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
+    return token_mean((a - b).abs(), mask).item()
+
+
+def test_trainer_and_engine_logprobs_agree_before_and_after_update(shared_workers, config):
+    config = config.model_copy(update={"trainer": config.trainer.model_copy(update={"lr": 3e-3})})
+    workers = fresh_workers(shared_workers, config)
+    tokenizer = AutoTokenizer.from_pretrained(config.model.path)
+    problems = make_splits(1, 3, 32, 1)[0]
+
+    before = build_batch(rollout(workers, tokenizer, problems, config, seed=11), config, tokenizer.pad_token_id)
+    diff_before = mean_abs_diff(ray.get(workers.trainer.logprobs.remote(before)), before.behaviour_logprobs, before.loss_mask)
+    assert diff_before < 1e-3
+
+    assert before.advantages.abs().sum() > 0, "no learning signal in the batch"
+    ray.get(workers.trainer.train_step.remote(before))
+    version, _ = workers.sync_weights()
+    assert version == 1
+
+    episodes = rollout(workers, tokenizer, problems, config, seed=12)
+    assert {e.completion.weight_version for e in episodes} == {1}
+    after = build_batch(episodes, config, tokenizer.pad_token_id)
+    diff_after = mean_abs_diff(ray.get(workers.trainer.logprobs.remote(after)), after.behaviour_logprobs, after.loss_mask)
+    assert diff_after < 1e-3
+
+    # The update was real: the initial weights disagree with the engine's new logprobs far more.
+    initial = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
+    with torch.no_grad():
+        stale = token_logprobs(initial, after.tokens, after.attention_mask)
+    assert mean_abs_diff(stale, after.behaviour_logprobs, after.loss_mask) > 100 * max(diff_after, 1e-5)
+    ray.get(workers.trainer.close.remote())

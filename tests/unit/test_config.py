@@ -1,0 +1,63 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flywheel.config import ConfigError, dump_config, load_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_quickstart_loads_and_round_trips(tmp_path):
+    config = load_config(REPO / "configs/quickstart.yaml", ["trainer.lr=1e-5", "run.name=x"])
+    assert config.trainer.lr == 1e-5 and config.run.name == "x"
+    saved = tmp_path / "config.yaml"
+    saved.write_text(dump_config(config))
+    assert load_config(saved) == config
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (["trainer.lrr=1"], "unknown key 'trainer.lrr'"),
+        (["trainer.lr=fast"], "bad value for 'trainer.lr'"),
+        (["rollout.group_size=1"], "bad value for 'rollout.group_size'"),
+        (["trainer.minibatches=7"], "trainer.minibatches (7) must divide"),
+        (["lr"], "override 'lr' is not of the form section.key=value"),
+        (["model.path=nowhere"], "model.path 'nowhere' is not a Hugging Face model directory"),
+    ],
+)
+def test_bad_values_name_the_key(overrides, expected):
+    with pytest.raises(ConfigError, match=None) as info:
+        load_config(REPO / "configs/quickstart.yaml", overrides)
+    assert expected in str(info.value)
+
+
+def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "flywheel.cli", "train", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    "setup, args, expected",
+    [
+        (None, ["missing.yaml"], "config file 'missing.yaml' does not exist"),
+        ("trainer: {lr: [1, 2\n", ["bad.yaml"], "config file 'bad.yaml' is not valid YAML at line 2"),
+        ("trainer:\n  learning_rate: 0.1\n", ["bad.yaml"], "unknown key 'trainer.learning_rate'"),
+        ("trainer:\n  lr: -1\n", ["bad.yaml"], "bad value for 'trainer.lr': Input should be greater than 0"),
+        ("- a\n- b\n", ["bad.yaml"], "must hold a mapping of sections"),
+        ("{}\n", ["bad.yaml", "eval.every=never"], "bad value for 'eval.every'"),
+    ],
+)
+def test_cli_bad_input_is_one_sentence_and_exit_2(tmp_path, setup, args, expected):
+    if setup is not None:
+        (tmp_path / "bad.yaml").write_text(setup)
+    (tmp_path / "assets").symlink_to(REPO / "assets")
+    result = _cli(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
