@@ -54,7 +54,7 @@ def build_model(tokenizer: PreTrainedTokenizerFast) -> Qwen2ForCausalLM:
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=64,
-        tie_word_embeddings=False,  # vLLM 0.32's in-place reload leaves a tied lm_head stale
+        tie_word_embeddings=True,  # warm-up is tied (it learns the task ~3x faster); the shipped model is untied
         bos_token_id=tokenizer.eos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
@@ -85,6 +85,13 @@ def answer_logprobs(model, ids, mask) -> torch.Tensor:
     return (token_logprobs(model, ids, attention_mask=None) * mask).sum(-1)  # right padding: no mask needed
 
 
+def untie(model: Qwen2ForCausalLM) -> None:
+    """Gives lm_head its own copy of the embeddings: the same function, but vLLM 0.32's in-place
+    weight reload (which flywheel's weight sync uses) leaves a tied lm_head with stale weights."""
+    model.config.tie_word_embeddings = False
+    model.lm_head.weight = torch.nn.Parameter(model.model.embed_tokens.weight.detach().clone())
+
+
 def main() -> None:
     torch.manual_seed(SEED)
     torch.set_num_threads(1)
@@ -111,6 +118,7 @@ def main() -> None:
             print(f"step {step} loss {loss.item():.4f} expected sampled accuracy {accuracy:.3f}")
             if accuracy >= TARGET_ACCURACY:
                 break
+    untie(model)
     OUT.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(OUT, safe_serialization=True)
     model.generation_config.save_pretrained(OUT)
