@@ -52,18 +52,29 @@ class Workers:
         ray.kill(self.engine)
 
 
-def start_workers(config: Config) -> Workers:
-    """Starts Ray (if needed), then the engine and trainer actors, each on one CPU (half a GPU if any)."""
+def start_engine(config: Config) -> ray.actor.ActorHandle:
+    """Starts Ray if needed, then a VLLMEngine actor on one CPU (half a GPU if there is one)."""
     from flywheel.engines.vllm import VLLMEngine, engine_env
-    from flywheel.trainer.trainer import Trainer
 
     if not ray.is_initialized():
         ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False, logging_level="warning")
-    gpus = 0.5 if torch.cuda.is_available() else 0
-    engine = ray.remote(VLLMEngine).options(num_cpus=1, num_gpus=gpus, runtime_env={"env_vars": engine_env(config)}).remote(config)
-    trainer = ray.remote(Trainer).options(num_cpus=1, num_gpus=gpus).remote(config, str(shm.default_directory()))
-    ray.get([engine.__ray_ready__.remote(), trainer.__ray_ready__.remote()])
-    return Workers(engine, trainer)
+    options = {"num_cpus": 1, "num_gpus": _gpu_share(), "runtime_env": {"env_vars": engine_env(config)}}
+    engine = ray.remote(VLLMEngine).options(**options).remote(config)
+    ray.get(engine.__ray_ready__.remote())
+    return engine
+
+
+def start_trainer(config: Config, weights_dir: Path) -> ray.actor.ActorHandle:
+    """A Trainer actor on one CPU (half a GPU if there is one), publishing weights into weights_dir."""
+    from flywheel.trainer.trainer import Trainer
+
+    trainer = ray.remote(Trainer).options(num_cpus=1, num_gpus=_gpu_share()).remote(config, str(weights_dir))
+    ray.get(trainer.__ray_ready__.remote())
+    return trainer
+
+
+def _gpu_share() -> float:
+    return 0.5 if torch.cuda.is_available() else 0
 
 
 def prompt_indices(num_problems: int, per_step: int, step: int, seed: int) -> list[int]:
@@ -127,7 +138,7 @@ def train(config: Config, workers: Workers | None = None) -> Path:
     task = config.task
     train_set, eval_set = make_splits(task.seed, task.digits, task.train_size, task.eval_size)
     own_workers = workers is None
-    workers = workers or start_workers(config)
+    workers = workers or Workers(start_engine(config), start_trainer(config, shm.default_directory()))
     log = MetricsLog(run_dir / "metrics.jsonl")
     started = time.perf_counter()
     try:

@@ -6,29 +6,35 @@ import pytest
 import ray
 
 from flywheel.config import Config, load_config
-from flywheel.controller import Workers, start_workers
-from flywheel.trainer.trainer import Trainer
-from flywheel.weights import shm
-
-REPO = Path(__file__).resolve().parents[2]
+from flywheel.controller import Workers, start_engine, start_trainer
 
 
 @pytest.fixture(scope="session")
 def config() -> Config:
-    return load_config(REPO / "configs/quickstart.yaml", ["run.progress=false"])
+    return load_config(Path(__file__).resolve().parents[2] / "configs/quickstart.yaml", ["run.progress=false"])
 
 
 @pytest.fixture(scope="session")
-def shared_workers(config):
-    workers = start_workers(config)
-    yield workers
-    workers.shutdown()
+def shared_engine(config):
+    engine = start_engine(config)
+    yield engine
+    ray.kill(engine)
     ray.shutdown()
 
 
-def fresh_workers(shared: Workers, config: Config) -> Workers:
-    """The session's engine with a new trainer (initial model) whose version-0 weights the engine loads."""
-    trainer = ray.remote(Trainer).options(num_cpus=1).remote(config, str(shm.default_directory()) + "-test")
-    workers = Workers(shared.engine, trainer)
-    workers.sync_weights()
-    return workers
+@pytest.fixture
+def fresh_workers(shared_engine, tmp_path_factory):
+    """Factory: the session's engine with a new trainer (initial model) whose weights the engine loads."""
+    trainers = []
+
+    def make(config: Config) -> Workers:
+        trainer = start_trainer(config, tmp_path_factory.mktemp("weights"))
+        trainers.append(trainer)
+        workers = Workers(shared_engine, trainer)
+        workers.sync_weights()
+        return workers
+
+    yield make
+    for trainer in trainers:
+        ray.get(trainer.close.remote())
+        ray.kill(trainer)

@@ -1,6 +1,7 @@
 """A short run of the real loop (vLLM + Ray + trainer) raises the reward on a fixed batch of train prompts."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -10,7 +11,8 @@ from flywheel.config import load_config
 from flywheel.controller import rollout, train
 from flywheel.envs.arithmetic import make_splits
 
-from .conftest import fresh_workers
+REPO = Path(__file__).resolve().parents[2]
+
 
 REQUIRED = {
     "step", "reward/mean", "loss", "entropy", "grad_norm", "clip_frac", "mismatch/kl", "timing/rollout_s",
@@ -24,18 +26,21 @@ def fixed_batch_reward(workers, tokenizer, problems, config) -> float:
 
 
 @pytest.mark.slow
-def test_short_run_raises_reward_on_fixed_prompts(shared_workers, tmp_path, config):
+def test_short_run_raises_reward_on_fixed_prompts(fresh_workers, tmp_path):
     config = load_config(
-        None, [f"run.output_dir={tmp_path}", "run.steps=12", "run.checkpoint_every=6", "eval.every=6", "run.progress=false"]
+        REPO / "configs/quickstart.yaml",
+        [f"run.output_dir={tmp_path}", "run.steps=12", "run.checkpoint_every=6", "eval.every=6", "run.progress=false",
+         "task.train_size=64", "trainer.lr=5e-4"],  # every step trains on the fixed batch
     )
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     train_split, _ = make_splits(config.task.seed, config.task.digits, config.task.train_size, config.task.eval_size)
     fixed = train_split[:64]
 
-    workers = fresh_workers(shared_workers, config)
+    workers = fresh_workers(config)
     reward_before = fixed_batch_reward(workers, tokenizer, fixed, config)
     run_dir = train(config, workers)
     reward_after = fixed_batch_reward(workers, tokenizer, fixed, config)
+    print(f"mean reward on the fixed prompts: {reward_before:.3f} -> {reward_after:.3f}")
     assert reward_after >= reward_before + 0.10, (reward_before, reward_after)
 
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -48,4 +53,3 @@ def test_short_run_raises_reward_on_fixed_prompts(shared_workers, tmp_path, conf
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["run"]["steps"] == 12
     for model_dir in (run_dir / "checkpoints/step_6", run_dir / "checkpoints/step_12", run_dir / "final"):
         assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
-    workers.trainer.close.remote()

@@ -9,16 +9,15 @@ from flywheel.controller import build_batch, rollout
 from flywheel.envs.arithmetic import make_splits
 from flywheel.trainer.logprobs import token_logprobs
 
-from .conftest import fresh_workers
 
 
 def mean_abs_diff(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
     return token_mean((a - b).abs(), mask).item()
 
 
-def test_trainer_and_engine_logprobs_agree_before_and_after_update(shared_workers, config):
+def test_trainer_and_engine_logprobs_agree_before_and_after_update(fresh_workers, config):
     config = config.model_copy(update={"trainer": config.trainer.model_copy(update={"lr": 3e-3})})
-    workers = fresh_workers(shared_workers, config)
+    workers = fresh_workers(config)
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     problems = make_splits(1, 3, 32, 1)[0]
 
@@ -42,4 +41,3 @@ def test_trainer_and_engine_logprobs_agree_before_and_after_update(shared_worker
     with torch.no_grad():
         stale = token_logprobs(initial, after.tokens, after.attention_mask)
     assert mean_abs_diff(stale, after.behaviour_logprobs, after.loss_mask) > 100 * max(diff_after, 1e-5)
-    ray.get(workers.trainer.close.remote())
