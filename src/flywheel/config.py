@@ -13,6 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from flywheel.algorithms.aggregation import AGGREGATIONS
+
 
 class ConfigError(ValueError):
     """A user mistake in a config file or override; its message is one sentence naming what to fix."""
@@ -44,11 +46,58 @@ class RolloutConfig(Section):
     gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="Fraction of GPU memory vLLM may use (GPU only).")
 
 
+#: Each preset is a set of AlgorithmConfig values; keys given explicitly in the config win over it.
+PRESETS: dict[str, dict[str, Any]] = {
+    "grpo": {},
+    "dr_grpo": {"std_scale": "none", "aggregation": "seq_mean_token_sum_norm"},
+    "dapo": {
+        "clip_low": 0.2, "clip_high": 0.28, "aggregation": "token_mean",
+        "dynamic_sampling": True, "overlong_buffer": 2, "overlong_filter": True,
+    },
+    "rloo": {"advantage": "rloo"},
+    "reinforce_pp": {"advantage": "reinforce_pp", "kl_beta": 0.001, "kl_placement": "reward", "kl_estimator": "k1"},
+    "reinforce_pp_baseline": {"advantage": "reinforce_pp_baseline"},
+    "gspo": {"loss": "gspo", "clip_low": 3e-4, "clip_high": 4e-4, "aggregation": "seq_mean_token_mean"},
+    "cispo": {"loss": "cispo", "clip_low": None, "clip_high": 0.28},
+    "ppo": {"advantage": "gae"},
+}
+
+
 class AlgorithmConfig(Section):
-    advantage: Literal["grpo"] = Field("grpo", description="Advantage estimator.")
-    scale_by_std: bool = Field(True, description="GRPO: divide group-centred rewards by the group's standard deviation.")
-    loss: Literal["ppo_clip"] = Field("ppo_clip", description="Policy loss.")
-    clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range: ratios outside [1-eps, 1+eps] stop contributing gradient.")
+    preset: Literal[tuple(PRESETS)] = Field("grpo", description="Named algorithm; it sets the fields below unless they are given.")
+    advantage: Literal["grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae"] = Field("grpo", description="Advantage estimator.")
+    std_scale: Literal["group", "batch", "none"] = Field("group", description="GRPO: divide group-centred rewards by the group's std, the batch's, or nothing.")
+    loss: Literal["ppo_clip", "gspo", "cispo"] = Field("ppo_clip", description="Policy loss.")
+    clip_low: float | None = Field(0.2, gt=0, lt=1, description="Ratios below 1 - clip_low are clipped (None: no lower bound, CISPO only).")
+    clip_high: float = Field(0.2, gt=0, description="Ratios above 1 + clip_high are clipped (clip-higher when > clip_low).")
+    dual_clip: float | None = Field(None, gt=1, description="PPO dual-clip constant c: the loss of negative-advantage tokens is capped at -c*A.")
+    aggregation: Literal[AGGREGATIONS] = Field("token_mean", description="How per-token losses become one scalar.")
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (0: off).")
+    kl_beta: float = Field(0.0, ge=0, description="KL-to-reference weight; 0 loads no reference model.")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator.")
+    kl_placement: Literal["loss", "reward"] = Field("loss", description="Add the KL to the loss, or subtract its sequence sum from the reward.")
+    dynamic_sampling: bool = Field(False, description="DAPO: drop groups whose rewards are all equal and sample more prompts.")
+    max_sampling_rounds: int = Field(4, ge=1, description="DAPO: generation rounds per step before training on a short batch.")
+    overlong_buffer: int = Field(0, ge=0, description="DAPO: completions longer than max_new_tokens - buffer lose reward linearly (0: off).")
+    overlong_penalty: float = Field(1.0, ge=0, description="DAPO: reward lost at max_new_tokens.")
+    overlong_filter: bool = Field(False, description="DAPO: truncated completions are left out of the loss.")
+    gamma: float = Field(1.0, ge=0, le=1, description="GAE discount (PPO).")
+    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda (PPO).")
+    critic_lr: float = Field(1e-3, gt=0, description="Critic AdamW learning rate (PPO).")
+    value_clip: float = Field(0.2, gt=0, description="Critic value clipping range (PPO).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("preset", "grpo") in PRESETS:
+            return PRESETS[data.get("preset", "grpo")] | data
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "AlgorithmConfig":
+        if self.clip_low is None and self.loss != "cispo":
+            raise ValueError(f"algorithm.clip_low may be null only with loss 'cispo', not '{self.loss}'")
+        return self
 
 
 class TrainerConfig(Section):
@@ -56,7 +105,7 @@ class TrainerConfig(Section):
     betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW betas.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradients are clipped to this global L2 norm.")
-    minibatches: int = Field(1, ge=1, description="Optimiser steps per training step (the batch is split evenly).")
+    minibatches: int = Field(1, ge=1, description="Optimiser steps per training step (the batch is split into this many slices).")
     threads: int = Field(2, ge=1, description="Torch CPU threads of the trainer.")
 
 
@@ -86,11 +135,10 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Config":
-        episodes = self.rollout.prompts_per_step * self.rollout.group_size
-        if episodes % self.trainer.minibatches:
+        if self.algorithm.overlong_buffer > self.rollout.max_new_tokens:
             raise ValueError(
-                f"trainer.minibatches ({self.trainer.minibatches}) must divide the episodes per step "
-                f"(rollout.prompts_per_step * rollout.group_size = {episodes})"
+                f"algorithm.overlong_buffer ({self.algorithm.overlong_buffer}) must not exceed "
+                f"rollout.max_new_tokens ({self.rollout.max_new_tokens})"
             )
         return self
 
@@ -158,7 +206,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
     except ValidationError as exc:
         error = exc.errors()[0]
         prefix = f"{path}: " if path is not None else ""
-        if error["type"] == "value_error" and not error["loc"]:
+        if error["type"] == "value_error":  # a model validator's own sentence
             raise ConfigError(prefix + str(error["ctx"]["error"])) from None
         raise ConfigError(prefix + _describe(error)) from None
     model_json = Path(config.model.path) / "config.json"

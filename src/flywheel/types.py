@@ -15,13 +15,13 @@ class Completion:
     logprobs: list[float]  # engine's log p(token) under the sampling weights, one per token
     text: str  # detokenized token_ids (special tokens skipped)
     weight_version: int  # engine weight version that produced every token of it
+    truncated: bool = False  # stopped by the length limit, not by end-of-sequence
 
 
 @dataclass(frozen=True)
 class Episode:
-    """A prompt, one completion of it, and its reward; episodes of one prompt share a group id."""
+    """A prompt, one completion of it, and its reward."""
 
-    group: int
     prompt_ids: list[int]
     completion: Completion
     reward: float
@@ -37,22 +37,23 @@ class TrainBatch:
 
     tokens: torch.Tensor  # [B, T] int64
     attention_mask: torch.Tensor  # [B, T] int64, 1 on real tokens
-    loss_mask: torch.Tensor  # [B, T] float32, 1 on completion tokens
+    loss_mask: torch.Tensor  # [B, T] float32, 1 on completion tokens that are trained on
     behaviour_logprobs: torch.Tensor  # [B, T] float32
-    advantages: torch.Tensor  # [B] float32, one per episode
+    advantages: torch.Tensor  # [B, T] float32 (sequence estimators repeat one value along the row)
+    returns: torch.Tensor | None = None  # [B, T] float32, critic targets (PPO only)
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
 
     def split(self, parts: int) -> list["TrainBatch"]:
-        """Consecutive equal slices (parts must divide B)."""
-        size = len(self) // parts
-        fields = (self.tokens, self.attention_mask, self.loss_mask, self.behaviour_logprobs, self.advantages)
-        return [TrainBatch(*(f[i * size : (i + 1) * size] for f in fields)) for i in range(parts)]
+        """Consecutive slices whose sizes differ by at most one."""
+        fields = [self.tokens, self.attention_mask, self.loss_mask, self.behaviour_logprobs, self.advantages, self.returns]
+        columns = [f.tensor_split(parts) if f is not None else [None] * parts for f in fields]
+        return [TrainBatch(*row) for row in zip(*columns)]
 
 
-def collate(episodes: list[Episode], advantages: torch.Tensor, pad_id: int) -> TrainBatch:
-    """Builds the right-padded TrainBatch of episodes, with one advantage per episode."""
+def collate(episodes: list[Episode], pad_id: int) -> TrainBatch:
+    """The right-padded TrainBatch of episodes, with zero advantages (set by the caller)."""
     rows = [e.prompt_ids + e.completion.token_ids for e in episodes]
     width = max(map(len, rows))
     tokens = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -65,4 +66,4 @@ def collate(episodes: list[Episode], advantages: torch.Tensor, pad_id: int) -> T
         attention[i, :end] = 1
         loss_mask[i, start:end] = 1.0
         behaviour[i, start:end] = torch.tensor(e.completion.logprobs)
-    return TrainBatch(tokens, attention, loss_mask, behaviour, advantages.float())
+    return TrainBatch(tokens, attention, loss_mask, behaviour, torch.zeros_like(loss_mask))

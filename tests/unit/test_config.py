@@ -23,7 +23,9 @@ def test_quickstart_loads_and_round_trips(tmp_path):
         (["trainer.lrr=1"], "unknown key 'trainer.lrr'"),
         (["trainer.lr=fast"], "bad value for 'trainer.lr'"),
         (["rollout.group_size=1"], "bad value for 'rollout.group_size'"),
-        (["trainer.minibatches=7"], "trainer.minibatches (7) must divide"),
+        (["algorithm.preset=ppo2"], "bad value for 'algorithm.preset'"),
+        (["algorithm.clip_low=null"], "algorithm.clip_low may be null only with loss 'cispo'"),
+        (["algorithm.overlong_buffer=9"], "algorithm.overlong_buffer (9) must not exceed rollout.max_new_tokens (8)"),
         (["lr"], "override 'lr' is not of the form section.key=value"),
         (["model.path=nowhere"], "model.path 'nowhere' is not a Hugging Face model directory"),
     ],
@@ -61,3 +63,12 @@ def test_cli_bad_input_is_one_sentence_and_exit_2(tmp_path, setup, args, expecte
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
+
+
+def test_preset_sets_fields_and_explicit_keys_win():
+    dapo = load_config(REPO / "configs/quickstart.yaml", ["algorithm.preset=dapo"]).algorithm
+    assert (dapo.clip_low, dapo.clip_high, dapo.dynamic_sampling, dapo.overlong_filter) == (0.2, 0.28, True, True)
+    mine = load_config(REPO / "configs/quickstart.yaml", ["algorithm.preset=dapo", "algorithm.clip_high=0.3"]).algorithm
+    assert mine.clip_high == 0.3 and mine.dynamic_sampling
+    assert load_config(None, ["algorithm.preset=ppo"]).algorithm.advantage == "gae"
+    assert load_config(None, ["algorithm.preset=dr_grpo"]).algorithm.std_scale == "none"

@@ -22,7 +22,8 @@ def test_exact_match_reward():
 
 
 def test_prompt_indices_cover_each_epoch_once():
-    # 10 problems, 4 per step: steps 1-2 take 8 of epoch 0, step 3 the last 2 of epoch 0 and 2 of epoch 1.
-    first_epoch = prompt_indices(10, 4, 1, seed=3) + prompt_indices(10, 4, 2, seed=3) + prompt_indices(10, 4, 3, seed=3)[:2]
+    # 10 problems drawn 4 at a time: positions 0-7, then 8-11 = the last 2 of epoch 0 and 2 of epoch 1.
+    first_epoch = prompt_indices(10, 0, 4, seed=3) + prompt_indices(10, 4, 4, seed=3) + prompt_indices(10, 8, 4, seed=3)[:2]
     assert sorted(first_epoch) == list(range(10))
-    assert prompt_indices(10, 4, 3, seed=3) == prompt_indices(10, 4, 3, seed=3)
+    assert prompt_indices(10, 8, 4, seed=3)[2:] == prompt_indices(10, 10, 2, seed=3)
+    assert prompt_indices(10, 8, 4, seed=3) == prompt_indices(10, 8, 4, seed=3)

@@ -1,4 +1,5 @@
-"""PPO clipped surrogate (Schulman et al. 2017) over tokens."""
+"""PPO clipped surrogate (Schulman et al. 2017) over tokens, with asymmetric bounds ("clip-higher", DAPO,
+Yu et al. 2025) and the optional dual clip for negative advantages (Ye et al. 2020)."""
 
 import torch
 
@@ -10,20 +11,33 @@ def ppo_clip_loss(
     old_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
-    clip_eps: float,
+    clip_low: float,
+    clip_high: float,
+    dual_clip: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """All tensors [B, T] (advantages broadcast per token). Returns the token-mean loss and metrics.
+    """All tensors [B, T] (advantages broadcast per token). Returns the per-token loss [B, T] (zero outside
+    the mask, not aggregated) and metrics.
 
-    loss_t = -min(r_t * A_t, clip(r_t, 1 - eps, 1 + eps) * A_t), r_t = exp(logprobs_t - old_logprobs_t).
-    ``clip_frac`` is the fraction of tokens whose clipped term is the smaller (gradient cut off).
+    r_t = exp(logprobs_t - old_logprobs_t);  loss_t = -min(r_t * A_t, clip(r_t, 1 - clip_low, 1 + clip_high) * A_t).
+    With ``dual_clip`` c > 1, tokens with A_t < 0 are capped: loss_t = min(loss_t, -c * A_t).
+    ``clip_frac``: fraction of tokens whose clipped term is the smaller; ``dual_clip_frac``: fraction where the
+    cap is active (gradient cut off in both cases).
     """
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be greater than 1, got {dual_clip}")
     ratio = torch.exp(logprobs - old_logprobs)
     unclipped = ratio * advantages
-    clipped = ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    loss = token_mean(-torch.minimum(unclipped, clipped), mask)
+    clipped = ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * advantages
+    loss = -torch.minimum(unclipped, clipped)
+    dual_active = torch.zeros_like(loss, dtype=torch.bool)
+    if dual_clip is not None:
+        cap = -dual_clip * advantages
+        dual_active = (advantages < 0) & (loss > cap)
+        loss = torch.where(dual_active, cap, loss)
     with torch.no_grad():
         metrics = {
             "clip_frac": token_mean((clipped < unclipped).float(), mask).item(),
+            "dual_clip_frac": token_mean(dual_active.float(), mask).item(),
             "ratio/mean": token_mean(ratio, mask).item(),
         }
-    return loss, metrics
+    return loss * mask, metrics

@@ -71,6 +71,7 @@ class VLLMEngine:
                     logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)],
                     text=c.text,
                     weight_version=self.weight_version,
+                    truncated=c.finish_reason == "length",
                 )
                 for c in out.outputs
             ]

@@ -1,6 +1,7 @@
-"""The policy trainer: one process holding the model and optimiser (a Ray actor in a run).
+"""The policy trainer: one process holding the model, its optimiser, and (when the algorithm needs
+them) a frozen reference model and a critic. A Ray actor in a run.
 
-It does not know which algorithm it runs beyond the loss function it is handed by name.
+It does not know which algorithm it runs: the loss comes from ``algorithms.select``.
 """
 
 from __future__ import annotations
@@ -10,16 +11,16 @@ import shutil
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
-from flywheel.algorithms.aggregation import token_mean
-from flywheel.algorithms.ppo_clip import ppo_clip_loss
+from flywheel.algorithms.aggregation import aggregate, token_mean
+from flywheel.algorithms.kl import kl_penalty
+from flywheel.algorithms.select import policy_loss
+from flywheel.algorithms.value_loss import clipped_value_loss
 from flywheel.config import Config
 from flywheel.trainer.logprobs import token_logprobs
 from flywheel.types import TrainBatch
 from flywheel.weights import shm
-
-LOSSES = {"ppo_clip": ppo_clip_loss}
 
 
 class NonFiniteError(RuntimeError):
@@ -31,15 +32,22 @@ class Trainer:
         torch.manual_seed(config.run.seed)
         torch.set_num_threads(config.trainer.threads)
         self.config = config
+        self.algorithm = config.algorithm
         self.weights_dir = Path(weights_dir)
         dtype = getattr(torch, config.model.dtype)
         self.model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=dtype)
         self.model.train()
         tc = config.trainer
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay
-        )
-        self.loss_fn = LOSSES[config.algorithm.loss]
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay)
+        self.loss_fn = policy_loss(config.algorithm)
+        # A reference model exists only when a KL term uses it: no memory is spent on it otherwise.
+        self.reference = None
+        if self.algorithm.kl_beta > 0:
+            self.reference = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=dtype).eval().requires_grad_(False)
+        self.critic = None
+        if self.algorithm.advantage == "gae":
+            self.critic = AutoModelForTokenClassification.from_pretrained(config.model.path, num_labels=1, dtype=dtype)
+            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=self.algorithm.critic_lr, betas=tc.betas)
         self.version = 0
 
     @torch.no_grad()
@@ -47,38 +55,79 @@ class Trainer:
         """The current policy's logprobs of batch.tokens, [B, T]."""
         return token_logprobs(self.model, batch.tokens, batch.attention_mask)
 
+    def _values(self, batch: TrainBatch) -> torch.Tensor:
+        """Critic value of each state, aligned like logprobs: [:, t] is V(tokens[:, :t]), [:, 0] = 0."""
+        out = self.critic(input_ids=batch.tokens, attention_mask=batch.attention_mask).logits[:, :-1, 0].float()
+        return torch.nn.functional.pad(out, (1, 0))
+
+    @torch.no_grad()
+    def values(self, batch: TrainBatch) -> torch.Tensor:
+        return self._values(batch)
+
+    @torch.no_grad()
+    def sequence_kl(self, batch: TrainBatch) -> torch.Tensor:
+        """Per-episode sum of the KL estimator to the reference over completion tokens, [B]."""
+        reference = token_logprobs(self.reference, batch.tokens, batch.attention_mask)
+        return (kl_penalty(self.logprobs(batch), reference, self.algorithm.kl_estimator) * batch.loss_mask).sum(-1)
+
     def train_step(self, batch: TrainBatch) -> dict[str, float]:
         """One training step: ``trainer.minibatches`` optimiser steps over the batch; version += 1.
 
-        The old-policy logprobs of the PPO ratio are recomputed here (not taken from the engine);
-        the engine's behaviour logprobs only measure the trainer/engine mismatch.
+        The old-policy logprobs of the importance ratio are recomputed here (not taken from the
+        engine); the engine's behaviour logprobs only measure the trainer/engine mismatch.
         """
         old = self.logprobs(batch)
-        mask = batch.loss_mask
         log_ratio = old - batch.behaviour_logprobs  # trainer vs engine, same weights, same tokens
-        mismatch = {
-            "mismatch/kl": token_mean(torch.exp(log_ratio) - log_ratio - 1.0, mask).item(),
-            "mismatch/abs_diff": token_mean(log_ratio.abs(), mask).item(),
+        metrics = {
+            "mismatch/kl": token_mean(torch.exp(log_ratio) - log_ratio - 1.0, batch.loss_mask).item(),
+            "mismatch/abs_diff": token_mean(log_ratio.abs(), batch.loss_mask).item(),
         }
-        sums: dict[str, float] = {}
         parts = self.config.trainer.minibatches
-        for mb, mb_old in zip(batch.split(parts), old.split(len(batch) // parts)):
-            new, entropy = token_logprobs(self.model, mb.tokens, mb.attention_mask, with_entropy=True)
-            loss, metrics = self.loss_fn(
-                new, mb_old, mb.advantages[:, None].expand_as(new), mb.loss_mask, self.config.algorithm.clip_eps
-            )
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.trainer.max_grad_norm)
-            if not (math.isfinite(loss.item()) and math.isfinite(grad_norm.item())):
-                self.optimizer.zero_grad(set_to_none=True)
-                raise NonFiniteError(f"non-finite loss {loss.item()} or grad norm {grad_norm.item()} at version {self.version}")
-            self.optimizer.step()
-            metrics |= {"loss": loss.item(), "grad_norm": grad_norm.item(), "entropy": token_mean(entropy.detach(), mb.loss_mask).item()}
-            for key, value in metrics.items():
+        sums: dict[str, float] = {}
+        for mb, mb_old in zip(batch.split(parts), old.tensor_split(parts)):
+            step_metrics = self._policy_step(mb, mb_old)
+            if self.critic is not None:
+                step_metrics |= self._critic_step(mb)
+            for key, value in step_metrics.items():
                 sums[key] = sums.get(key, 0.0) + value / parts
         self.version += 1
-        return sums | mismatch
+        return metrics | sums
+
+    def _policy_step(self, mb: TrainBatch, old: torch.Tensor) -> dict[str, float]:
+        a = self.algorithm
+        new, entropy = token_logprobs(self.model, mb.tokens, mb.attention_mask, with_entropy=True)
+        per_token, metrics = self.loss_fn(new, old, mb.advantages, mb.loss_mask)
+        norm = self.config.rollout.max_new_tokens
+        loss = aggregate(per_token, mb.loss_mask, a.aggregation, norm_tokens=norm)
+        if a.entropy_coef > 0:
+            loss = loss - a.entropy_coef * aggregate(entropy, mb.loss_mask, a.aggregation, norm_tokens=norm)
+        if self.reference is not None:
+            with torch.no_grad():
+                reference = token_logprobs(self.reference, mb.tokens, mb.attention_mask)
+            kl = kl_penalty(new, reference, a.kl_estimator)
+            metrics["kl/reference"] = token_mean(kl.detach(), mb.loss_mask).item()
+            if a.kl_placement == "loss":
+                loss = loss + a.kl_beta * aggregate(kl, mb.loss_mask, a.aggregation, norm_tokens=norm)
+        grad_norm = self._apply(loss, self.model, self.optimizer, self.config.trainer.max_grad_norm)
+        return metrics | {"loss": loss.item(), "grad_norm": grad_norm, "entropy": token_mean(entropy.detach(), mb.loss_mask).item()}
+
+    def _critic_step(self, mb: TrainBatch) -> dict[str, float]:
+        with torch.no_grad():
+            old_values = self._values(mb)
+        loss, metrics = clipped_value_loss(self._values(mb), old_values, mb.returns, mb.loss_mask, self.algorithm.value_clip)
+        grad_norm = self._apply(loss, self.critic, self.critic_optimizer, self.config.trainer.max_grad_norm)
+        return metrics | {"critic/loss": loss.item(), "critic/grad_norm": grad_norm}
+
+    def _apply(self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_norm: float) -> float:
+        """Backward, clip, step; a non-finite loss or gradient is reported and never applied."""
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).item()
+        if not (math.isfinite(loss.item()) and math.isfinite(grad_norm)):
+            optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteError(f"non-finite loss {loss.item()} or grad norm {grad_norm} at version {self.version}")
+        optimizer.step()
+        return grad_norm
 
     def publish_weights(self) -> tuple[str, int]:
         """Writes the current weights for the engines; returns (path, version)."""
