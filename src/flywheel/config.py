@@ -122,6 +122,7 @@ class RunConfig(Section):
     checkpoint_every: int = Field(10, ge=1, description="Save an HF-format checkpoint every N steps.")
     seed: int = Field(0, description="Seed of prompt order, sampling and training.")
     progress: bool = Field(True, description="Show a live progress bar on the terminal.")
+    resume: str | None = Field(None, description="Run directory to continue from its latest checkpoint, exactly as if never stopped.")
 
 
 class Config(Section):
@@ -209,6 +210,8 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
         if error["type"] == "value_error":  # a model validator's own sentence
             raise ConfigError(prefix + str(error["ctx"]["error"])) from None
         raise ConfigError(prefix + _describe(error)) from None
+    if config.run.resume is not None and not any(Path(config.run.resume).glob("checkpoints/step_*/trainer_state.pt")):
+        raise ConfigError(f"run.resume '{config.run.resume}' holds no checkpoint to resume from (checkpoints/step_N/trainer_state.pt)")
     model_json = Path(config.model.path) / "config.json"
     if not model_json.is_file():
         raise ConfigError(f"model.path '{config.model.path}' is not a Hugging Face model directory (no config.json)")

@@ -14,10 +14,12 @@ then Ray if this loop started it.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import ray
@@ -25,11 +27,11 @@ import torch
 from transformers import AutoTokenizer
 
 from flywheel.algorithms.dapo import informative_groups, overlong_penalty
-from flywheel.algorithms.gae import gae_advantages, masked_whiten
+from flywheel.algorithms.gae import gae_advantages, masked_whiten, terminal_rewards
 from flywheel.algorithms.select import sequence_advantages
 from flywheel.config import Config, dump_config
 from flywheel.envs.arithmetic import Problem, make_splits
-from flywheel.monitor.metrics import MetricsLog
+from flywheel.monitor.metrics import MetricsLog, read_metrics
 from flywheel.monitor.progress import RunProgress
 from flywheel.rewards.exact import exact_match_reward
 from flywheel.types import Episode, TrainBatch, collate
@@ -148,10 +150,8 @@ def build_batch(groups: list[list[Episode]], config: Config, pad_id: int, worker
     mask = batch.loss_mask
     returns = None
     if a.advantage == "gae":
-        last = mask.shape[1] - 1 - mask.flip(1).argmax(1)  # position of each row's last completion token
-        token_rewards = torch.zeros_like(mask).index_put_((torch.arange(len(batch)), last), rewards.flatten())
         values = ray.get(workers.trainer.values.remote(batch))
-        advantages, returns = gae_advantages(token_rewards, values, mask, a.gamma, a.lam)
+        advantages, returns = gae_advantages(terminal_rewards(rewards.flatten(), mask), values, mask, a.gamma, a.lam)
         advantages = masked_whiten(advantages, mask)
     else:
         advantages = sequence_advantages(a)(rewards).flatten()[:, None] * mask
@@ -167,6 +167,31 @@ def evaluate(workers: Workers, tokenizer, problems: list[Problem], temperature: 
     return sum(exact_match_reward(g[0].text, p.answer) for g, p in zip(groups, problems)) / len(problems)
 
 
+def eval_metrics(workers: Workers, tokenizer, problems: list[Problem], config: Config) -> dict[str, float]:
+    """eval/accuracy at the eval temperature and, if asked, eval/greedy_accuracy; same seed every time."""
+    run = partial(evaluate, workers, tokenizer, problems, max_tokens=config.rollout.max_new_tokens, seed=config.run.seed)
+    metrics = {"eval/accuracy": run(temperature=config.eval.temperature)}
+    if config.eval.greedy:
+        metrics["eval/greedy_accuracy"] = run(temperature=0.0)
+    return metrics
+
+
+def step_metrics(step: int, episodes: list[Episode], seconds: tuple[float, float, float], version: int) -> dict[str, float]:
+    """The rollout-side metrics of one step; seconds = (rollout, train, sync)."""
+    tokens = sum(len(e.completion.token_ids) for e in episodes)
+    return {
+        "step": step,
+        "reward/mean": sum(e.reward for e in episodes) / len(episodes),
+        "response_length/mean": tokens / len(episodes),
+        "response_length/truncated_frac": sum(e.completion.truncated for e in episodes) / len(episodes),
+        "timing/rollout_s": seconds[0],
+        "timing/train_s": seconds[1],
+        "timing/sync_s": seconds[2],
+        "rollout/tokens_per_s": tokens / seconds[0],
+        "weights/version": version,
+    }
+
+
 def new_run_dir(config: Config) -> Path:
     """output_dir/name, or name-1, name-2... if taken: an earlier run is never overwritten."""
     root = Path(config.run.output_dir)
@@ -178,65 +203,74 @@ def new_run_dir(config: Config) -> Path:
     return candidate
 
 
+def latest_checkpoint(run_dir: Path) -> tuple[Path, dict]:
+    """The newest checkpoint with both trainer and controller state, and the controller state."""
+    complete = [p for p in run_dir.glob("checkpoints/step_*") if (p / "trainer_state.pt").is_file() and (p / "controller.json").is_file()]
+    latest = max(complete, key=lambda p: int(p.name.removeprefix("step_")))
+    return latest, json.loads((latest / "controller.json").read_text())
+
+
+def save_checkpoint(workers: Workers, directory: Path, step: int, cursor: int) -> None:
+    """Trainer state first, controller state last: a checkpoint without controller.json is incomplete."""
+    ray.get(workers.trainer.save_checkpoint.remote(str(directory)))
+    (directory / "controller.json").write_text(json.dumps({"step": step, "cursor": cursor}))
+
+
 def train(config: Config, workers: Workers | None = None) -> Path:
-    """Runs config.run.steps steps; returns the run directory. Starts (and stops) workers if none given."""
-    run_dir = new_run_dir(config)
-    (run_dir / "config.yaml").write_text(dump_config(config))
+    """Runs config.run.steps steps; returns the run directory. Starts (and stops) workers if none given.
+
+    With ``run.resume`` it continues that run from its latest checkpoint: metrics after it are
+    dropped and recomputed, and since prompts, sampling seeds and updates depend only on the step
+    and the saved state, the continued run equals the uninterrupted one.
+    """
+    if config.run.resume:
+        run_dir = Path(config.run.resume)
+        checkpoint, state = latest_checkpoint(run_dir)
+        first_step, cursor = state["step"] + 1, state["cursor"]
+    else:
+        run_dir, checkpoint, first_step, cursor = new_run_dir(config), None, 1, 0
+        (run_dir / "config.yaml").write_text(dump_config(config))
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     task = config.task
     train_set, eval_set = make_splits(task.seed, task.digits, task.train_size, task.eval_size)
     own_workers = workers is None
     workers = workers or Workers(start_engine(config), start_trainer(config, shm.default_directory()))
-    log = MetricsLog(run_dir / "metrics.jsonl")
+    metrics_path = run_dir / "metrics.jsonl"
+    if checkpoint is not None:
+        ray.get(workers.trainer.restore.remote(str(checkpoint)))
+        kept = [row for row in read_metrics(metrics_path) if row["step"] < first_step]
+        metrics_path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+    log = MetricsLog(metrics_path)
     started = time.perf_counter()
     try:
         with RunProgress(config.run.steps, config.run.progress) as progress:
-            progress.log(f"run directory: {run_dir}")
+            progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
             version, _ = workers.sync_weights()
-
-            def eval_row(step: int) -> dict:
-                row = {"eval/accuracy": evaluate(workers, tokenizer, eval_set, config.eval.temperature, config.rollout.max_new_tokens, config.run.seed)}
-                if config.eval.greedy:
-                    row["eval/greedy_accuracy"] = evaluate(workers, tokenizer, eval_set, 0.0, config.rollout.max_new_tokens, config.run.seed)
-                progress.log(f"step {step:4d}  eval accuracy {row['eval/accuracy']:.3f}" + (f"  greedy {row['eval/greedy_accuracy']:.3f}" if config.eval.greedy else ""))
-                return row
-
-            log.write({"step": 0, "weights/version": version, **eval_row(0)})
-            cursor = 0
-            for step in range(1, config.run.steps + 1):
+            if checkpoint is None:
+                row = {"step": 0, "weights/version": version, **eval_metrics(workers, tokenizer, eval_set, config)}
+                progress.evaluated(row)
+                log.write(row)
+            for step in range(first_step, config.run.steps + 1):
                 t0 = time.perf_counter()
-                groups, cursor, sampling = collect(workers, tokenizer, train_set, config, cursor, seed=config.run.seed * 1_000_003 + step * 10_007)
+                seed = config.run.seed * 1_000_003 + step * 10_007
+                groups, cursor, sampling = collect(workers, tokenizer, train_set, config, cursor, seed)
                 episodes = [e for group in groups for e in group]
                 assert all(e.completion.weight_version == version for e in episodes), "stale completion in a sync step"
                 t1 = time.perf_counter()
                 batch = build_batch(groups, config, tokenizer.pad_token_id, workers)
-                metrics = ray.get(workers.trainer.train_step.remote(batch))
+                train_metrics = ray.get(workers.trainer.train_step.remote(batch))
                 t2 = time.perf_counter()
                 version, _ = workers.sync_weights()
-                t3 = time.perf_counter()
-                tokens = sum(len(e.completion.token_ids) for e in episodes)
-                rewards = [e.reward for e in episodes]
-                row = {
-                    "step": step,
-                    "reward/mean": sum(rewards) / len(rewards),
-                    **metrics,
-                    **sampling,
-                    "response_length/truncated_frac": sum(e.completion.truncated for e in episodes) / len(episodes),
-                    "response_length/mean": tokens / len(episodes),
-                    "timing/rollout_s": t1 - t0,
-                    "timing/train_s": t2 - t1,
-                    "timing/sync_s": t3 - t2,
-                    "rollout/tokens_per_s": tokens / (t1 - t0),
-                    "weights/version": version,
-                }
+                row = step_metrics(step, episodes, (t1 - t0, t2 - t1, time.perf_counter() - t2), version) | train_metrics | sampling
                 if step % config.eval.every == 0 or step == config.run.steps:
-                    row |= eval_row(step)
+                    row |= eval_metrics(workers, tokenizer, eval_set, config)
+                    progress.evaluated(row)
                 if step % config.run.checkpoint_every == 0:
-                    ray.get(workers.trainer.save_checkpoint.remote(str(run_dir / "checkpoints" / f"step_{step}")))
+                    save_checkpoint(workers, run_dir / "checkpoints" / f"step_{step}", step, cursor)
                 row["time/elapsed_s"] = time.perf_counter() - started
                 log.write(row)
                 progress.step(row)
-            ray.get(workers.trainer.save_checkpoint.remote(str(run_dir / "final")))
+            ray.get(workers.trainer.save_checkpoint.remote(str(run_dir / "final"), resumable=False))
             progress.log(f"done in {time.perf_counter() - started:.0f}s: final model in {run_dir / 'final'}")
     finally:
         log.close()

@@ -24,17 +24,25 @@ def shared_engine(config):
 
 @pytest.fixture
 def fresh_workers(shared_engine, tmp_path_factory):
-    """Factory: the session's engine with a new trainer (initial model) whose weights the engine loads."""
+    """Factory: the session's engine with a new trainer (initial model) whose weights the engine loads.
+
+    One trainer lives at a time (Ray has a CPU for the engine and one for a trainer): making a new
+    one retires the previous one.
+    """
     trainers = []
 
+    def retire() -> None:
+        while trainers:
+            trainer = trainers.pop()
+            ray.get(trainer.close.remote())
+            ray.kill(trainer)
+
     def make(config: Config) -> Workers:
-        trainer = start_trainer(config, tmp_path_factory.mktemp("weights"))
-        trainers.append(trainer)
-        workers = Workers(shared_engine, trainer)
+        retire()
+        trainers.append(start_trainer(config, tmp_path_factory.mktemp("weights")))
+        workers = Workers(shared_engine, trainers[-1])
         workers.sync_weights()
         return workers
 
     yield make
-    for trainer in trainers:
-        ray.get(trainer.close.remote())
-        ray.kill(trainer)
+    retire()

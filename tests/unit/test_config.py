@@ -26,6 +26,7 @@ def test_quickstart_loads_and_round_trips(tmp_path):
         (["algorithm.preset=ppo2"], "bad value for 'algorithm.preset'"),
         (["algorithm.clip_low=null"], "algorithm.clip_low may be null only with loss 'cispo'"),
         (["algorithm.overlong_buffer=9"], "algorithm.overlong_buffer (9) must not exceed rollout.max_new_tokens (8)"),
+        (["run.resume=nowhere"], "run.resume 'nowhere' holds no checkpoint to resume from"),
         (["lr"], "override 'lr' is not of the form section.key=value"),
         (["model.path=nowhere"], "model.path 'nowhere' is not a Hugging Face model directory"),
     ],

@@ -45,3 +45,12 @@ def test_masked_whiten_uses_only_masked_entries():
 
     out = masked_whiten(torch.tensor([[1.0, 3.0, 100.0]]), torch.tensor([[1.0, 1.0, 0.0]]), eps=0.0)
     assert out.tolist() == [[-1.0, 1.0, 0.0]]
+
+
+def test_terminal_rewards_sit_on_each_rows_last_completion_token():
+    # row 0: completion at positions 1-2 -> reward 5 at position 2; row 1: completion at 2-3 -> reward -1 at 3
+    from flywheel.algorithms.gae import terminal_rewards
+
+    mask = torch.tensor([[0.0, 1.0, 1.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
+    out = terminal_rewards(torch.tensor([5.0, -1.0]), mask)
+    assert out.tolist() == [[0.0, 0.0, 5.0, 0.0], [0.0, 0.0, 0.0, -1.0]]

@@ -32,3 +32,9 @@ def masked_whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -
     mean = (values * mask).sum() / count
     std = ((((values - mean) * mask) ** 2).sum() / count).sqrt()
     return (values - mean) / (std + eps) * mask
+
+
+def terminal_rewards(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """rewards [B] -> [B, T] token rewards: each row's reward on its last masked-in token, zero elsewhere."""
+    last = mask.shape[1] - 1 - mask.flip(1).argmax(1)
+    return torch.zeros_like(mask, dtype=rewards.dtype).index_put_((torch.arange(mask.shape[0]), last), rewards)

@@ -33,5 +33,10 @@ class RunProgress:
             fields["accuracy"] = f"{row['eval/accuracy']:.3f}"
         self._progress.update(self._task, completed=row["step"], **fields)
 
+    def evaluated(self, row: dict) -> None:
+        """One line per evaluation, kept above the bar."""
+        greedy = f"  greedy {row['eval/greedy_accuracy']:.3f}" if "eval/greedy_accuracy" in row else ""
+        self.log(f"step {row['step']:4d}  eval accuracy {row['eval/accuracy']:.3f}{greedy}")
+
     def log(self, message: str) -> None:
         self.console.print(message)

@@ -133,14 +133,33 @@ class Trainer:
         """Writes the current weights for the engines; returns (path, version)."""
         return str(shm.publish(self.model.state_dict(), self.weights_dir, self.version)), self.version
 
-    def save_checkpoint(self, directory: str) -> None:
-        """HF-format model plus the tokenizer files of the initial model directory."""
+    def save_checkpoint(self, directory: str, resumable: bool = True) -> None:
+        """HF-format model plus the tokenizer files of the initial model directory, and (when
+        ``resumable``) trainer_state.pt: optimiser, critic and version, for an exact resume."""
         out = Path(directory)
         self.model.save_pretrained(out, safe_serialization=True)
+        if resumable:
+            state = {"version": self.version, "optimizer": self.optimizer.state_dict()}
+            if self.critic is not None:
+                state |= {"critic": self.critic.state_dict(), "critic_optimizer": self.critic_optimizer.state_dict()}
+            torch.save(state, out / "trainer_state.pt")
         for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"):
             source = Path(self.config.model.path) / name
             if source.is_file() and not (out / name).exists():
                 shutil.copy(source, out / name)
+
+    def restore(self, directory: str) -> int:
+        """Loads a checkpoint written by save_checkpoint; returns its version."""
+        from safetensors.torch import load_file
+
+        self.model.load_state_dict(load_file(str(Path(directory) / "model.safetensors")))
+        state = torch.load(Path(directory) / "trainer_state.pt", weights_only=True)
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.version = state["version"]
+        return self.version
 
     def close(self) -> None:
         shutil.rmtree(self.weights_dir, ignore_errors=True)

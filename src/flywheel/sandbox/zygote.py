@@ -1,0 +1,338 @@
+"""Long-lived worker that forks one child per execution (runs with /usr/bin/python3, standard library only).
+
+Usage: ``python3 -I -B zygote.py jail`` inside bubblewrap (it is PID 1 of the jail's PID namespace), or
+``python3 -I -B zygote.py host SCRATCH_DIR [UID]`` for the weaker rlimits-only mode.
+
+Protocol on fds 0 (requests) and 1 (replies), frames from ``wire``: the zygote sends ``{"ready": true}``, then
+for each request frame (JSON: code, stdin, limits, wall_timeout_s, output_limit, result_limit, tests) it
+forks a child, and, for a test request, only then reads the next frame: the call arguments. They are relayed
+to the child after the child reports on its result pipe that the candidate code has run, from a buffer that is
+zeroed afterwards, so no later child inherits them either. The reply carries the child's raw outputs; the
+zygote computes no verdict.
+
+Every process of an execution is killed and reaped before the reply, and the writable places are wiped.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import ctypes
+import fcntl
+import io
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import limits  # noqa: E402
+import seccomp  # noqa: E402
+import wire  # noqa: E402
+
+del sys.path[0]
+
+# Warm the modules candidate code most often imports: the fork shares them.
+import bisect, collections, dataclasses, functools, heapq, itertools, math, random, re, string, typing  # noqa: E401,E402,F401
+
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+_LOADED = b"L\n"  # first bytes a test child writes on its result pipe, once the candidate code has run
+_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+_CHUNK = 1 << 16
+_FLOOD_FACTOR = 16  # an execution printing more than this many times the output cap is killed
+
+
+class _Context:
+    """The zygote's mode (jail or host), where executions get their private dirs, and the seccomp program."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.jail = argv[1] == "jail"
+        self.scratch_root = "/tmp" if self.jail else argv[2]
+        self.wipe_roots = ["/tmp", "/dev/shm"] if self.jail else [self.scratch_root]
+        self.uid = int(argv[3]) if not self.jail and len(argv) > 3 else None
+        self.filter = seccomp.build_filter()
+
+
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option})")
+
+
+def _exit_code(exc: SystemExit) -> int:
+    """The process exit code Python gives a SystemExit (a message is printed and gives 1)."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _child(ctx: _Context, req: dict, scratch: str, fds: list[int]) -> None:
+    """In the forked child: confine, run the candidate code, then (test mode) call the function per case.
+
+    ``fds`` become 0..4: stdin, stdout, stderr, result (write end), args (read end); every other fd is closed.
+    """
+    os.setsid()
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target)
+    os.closerange(len(high), os.sysconf("SC_OPEN_MAX"))
+    os.chdir(scratch)
+    os.environ.clear()
+    os.environ.update(_ENV, HOME=scratch, TMPDIR=scratch)
+    if ctx.uid is not None:
+        os.setgroups([])
+        os.setgid(ctx.uid)
+        os.setuid(ctx.uid)
+    limits.apply(req["limits"])
+    seccomp.install(ctx.filter)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True
+    )
+    tests = req["tests"]
+    write, dumps, loads, read = os.write, json.dumps, json.loads, os.read
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    code = 0
+    try:
+        exec(compile(req["code"], "<candidate>", "exec"), namespace)
+        if tests is not None:
+            write(3, _LOADED)
+            chunks = []
+            while chunk := read(4, _CHUNK):
+                chunks.append(chunk)
+            fn = namespace.get(tests["function"])
+            for i, args in enumerate(loads(b"".join(chunks))):
+                try:
+                    line = dumps({"nonce": tests["nonce"], "case": i, "value": fn(*args)})
+                except BaseException as exc:  # a case's failure is that case's result, SystemExit included
+                    line = dumps({"nonce": tests["nonce"], "case": i, "error": f"{type(exc).__name__}: {exc}"[:500]})
+                write(3, line.encode() + b"\n")
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException as exc:  # the traceback as Python prints it, without this harness frame
+        traceback.print_exception(exc.with_traceback(exc.__traceback__.tb_next))
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(code)
+
+
+def _strays(ctx: _Context) -> list[int]:
+    """Processes left over: in the jail every PID but ours; in host mode our children (orphans are re-parented
+    to us, a child subreaper)."""
+    me, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        if not ctx.jail:
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) != me:
+                        continue
+            except (OSError, IndexError, ValueError):
+                continue
+        found.append(int(name))
+    return found
+
+
+def _kill_all(ctx: _Context, pid: int) -> int:
+    """SIGKILL the child and every other process of the execution, reap them all; return the child's wait status."""
+    for kill, target in ((os.killpg, pid), (os.kill, pid)):
+        try:
+            kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _, status = os.waitpid(pid, 0)
+    while strays := _strays(ctx):
+        if ctx.jail:
+            os.kill(-1, signal.SIGKILL)  # every process of the PID namespace except its init: us
+        for stray in strays:
+            try:
+                if not ctx.jail:
+                    os.kill(stray, signal.SIGKILL)
+                os.waitpid(stray, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass  # gone, or not yet re-parented to us: the next scan sees it again
+    return status
+
+
+def _wipe(root: str) -> None:
+    """Delete everything under ``root`` (modes first: the candidate may have made directories unreadable)."""
+    os.chmod(root, 0o711)
+    for dirpath, dirnames, _ in os.walk(root):
+        for name in dirnames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o700)
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+
+
+class _Pipes:
+    """The pipes of one execution, each end closed exactly once."""
+
+    def __init__(self, tests: bool) -> None:
+        names = ("stdin", "stdout", "stderr") + (("result", "args") if tests else ())
+        self.ends = {name: os.pipe() for name in names}
+        self.open = {fd for pair in self.ends.values() for fd in pair}
+
+    def child_fds(self) -> list[int]:
+        e = self.ends
+        fds = [e["stdin"][0], e["stdout"][1], e["stderr"][1]]
+        return fds + ([e["result"][1], e["args"][0]] if "args" in e else [])
+
+    def close(self, *fds: int) -> None:
+        for fd in fds:
+            if fd in self.open:
+                self.open.discard(fd)
+                os.close(fd)
+
+
+def _execute(ctx: _Context, req: dict) -> dict:
+    scratch = os.path.join(ctx.scratch_root, "run-" + secrets.token_hex(8))
+    os.mkdir(scratch, 0o700)
+    if ctx.uid is not None:
+        os.chown(scratch, ctx.uid, ctx.uid)
+    tests = req["tests"] is not None
+    pipes = _Pipes(tests)
+    caps = {"stdout": int(req["output_limit"]), "stderr": int(req["output_limit"]), "result": int(req["result_limit"])}
+    streams = _Streams(caps if tests else {n: caps[n] for n in ("stdout", "stderr")})
+    try:
+        start = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _child(ctx, req, scratch, pipes.child_fds())
+            finally:
+                os._exit(127)
+        pipes.close(*pipes.child_fds())
+        args = wire.recv(0) if tests else None  # read only after the fork: never in a child's memory
+        try:
+            timed_out, end = _supervise(req, pid, pipes, streams, args, start)
+        finally:
+            status = _kill_all(ctx, pid)
+            if args is not None:
+                args[:] = bytes(len(args))
+        outputs = streams.drain(pipes)
+    finally:
+        pipes.close(*list(pipes.open))
+        for root in ctx.wipe_roots:
+            _wipe(root)
+    return {"exit_code": os.waitstatus_to_exitcode(status), "timed_out": timed_out, "wall_s": end - start, **outputs}
+
+
+class _Streams:
+    """Capped buffers for the child's output pipes (stdout, stderr, and in test mode the result pipe)."""
+
+    def __init__(self, caps: dict[str, int]) -> None:
+        self.caps = caps
+        self.data = {name: bytearray() for name in caps}
+        self.seen = {name: 0 for name in caps}
+
+    def add(self, name: str, chunk: bytes) -> None:
+        self.seen[name] += len(chunk)
+        self.data[name] += chunk[: max(0, self.caps[name] - len(self.data[name]))]
+
+    def flooded(self) -> bool:
+        return self.seen["stdout"] + self.seen["stderr"] > _FLOOD_FACTOR * self.caps["stdout"]
+
+    def drain(self, pipes: _Pipes) -> dict:
+        """Once every writer is dead: read what the pipes still hold; the outputs encoded for the reply."""
+        for name in self.data:
+            fd = pipes.ends[name][0]
+            os.set_blocking(fd, False)
+            try:
+                while chunk := os.read(fd, _CHUNK):
+                    self.add(name, chunk)
+            except BlockingIOError:
+                pass
+        out = {name: base64.b64encode(bytes(buf)).decode() for name, buf in self.data.items()}
+        out.update({f"{n}_truncated": self.seen[n] > len(self.data[n]) for n in ("stdout", "stderr")})
+        return out
+
+
+def _supervise(
+    req: dict, pid: int, pipes: _Pipes, streams: _Streams, args: bytearray | None, start: float
+) -> tuple[bool, float]:
+    """Relay stdin (and the args once the child reports its code has run), collect capped outputs until the child
+    exits, the wall clock runs out, or the output floods. Returns (timed_out, end time)."""
+    deadline = start + float(req["wall_timeout_s"])
+    e = pipes.ends
+    args_fd = e["args"][1] if args is not None else None
+    readers = {e[name][0]: name for name in streams.data}
+    writers = {e["stdin"][1]: memoryview(req["stdin"].encode())}
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    for fd in readers:
+        poller.register(fd, select.POLLIN)
+    for fd in (e["stdin"][1], args_fd):
+        if fd is not None:
+            os.set_blocking(fd, False)
+    poller.register(e["stdin"][1], select.POLLOUT)
+    try:
+        while (remaining := deadline - time.monotonic()) > 0:
+            events = poller.poll(remaining * 1000)
+            if any(fd == pidfd for fd, _ in events):
+                return False, time.monotonic()
+            for fd, _ in events:
+                if fd in readers:
+                    chunk = os.read(fd, _CHUNK)
+                    if not chunk:
+                        poller.unregister(fd)
+                        continue
+                    streams.add(readers[fd], chunk)
+                    if readers[fd] == "result" and args_fd is not None and args_fd not in writers:
+                        writers[args_fd] = memoryview(args)
+                        poller.register(args_fd, select.POLLOUT)
+                elif fd in writers:
+                    try:
+                        writers[fd] = writers[fd][os.write(fd, writers[fd]):]
+                    except BrokenPipeError:
+                        writers[fd] = writers[fd][:0]
+                    if not writers[fd]:
+                        poller.unregister(fd)
+                        pipes.close(fd)
+            if streams.flooded():
+                return False, time.monotonic()
+        return True, time.monotonic()
+    finally:
+        os.close(pidfd)
+
+
+def main(argv: list[str]) -> None:
+    ctx = _Context(argv)
+    _prctl(_PR_SET_DUMPABLE, 0)  # no /proc/<pid>/mem, fd, environ access to us from the children
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    for fd in (0, 1):
+        os.set_inheritable(fd, False)
+    wire.send_json(1, {"ready": True})
+    while (frame := wire.recv(0)) is not None:
+        try:
+            reply = _execute(ctx, json.loads(frame))
+        except Exception:
+            reply = {"error": traceback.format_exc(limit=3)[-2000:]}
+        wire.send_json(1, reply)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,66 @@
+"""Failure modes: no bubblewrap, no user namespaces, the explicit weaker mode, and lost workers being replaced."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import stat
+
+import pytest
+
+from flywheel.sandbox import Sandbox, SandboxUnavailable, jail, pool
+
+
+@pytest.fixture
+def fake_path(tmp_path, monkeypatch):
+    """An empty PATH directory; the bubblewrap check is re-run for each test."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    jail.check_bubblewrap.cache_clear()
+    yield tmp_path
+    jail.check_bubblewrap.cache_clear()
+
+
+def test_missing_bubblewrap_is_reported(fake_path):
+    with pytest.raises(SandboxUnavailable, match=r"^bubblewrap \(bwrap\) is not installed; .*apt-get install bubblewrap`\.$"):
+        Sandbox(workers=1).start()
+
+
+def test_unusable_user_namespaces_are_reported(fake_path):
+    fake = fake_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(SandboxUnavailable, match=r"user namespaces .*No permissions.*apt-get install bubblewrap`\.$"):
+        Sandbox(workers=1).start()
+
+
+def test_rlimits_only_mode_is_explicit_and_warns(caplog):
+    with pytest.raises(ValueError):
+        Sandbox(isolation="none")
+    with caplog.at_level(logging.WARNING, logger="flywheel.sandbox.core"):
+        with Sandbox(workers=1, isolation="rlimits-only", wall_timeout_s=2, cpu_seconds=1) as sb:
+            r = sb.run("import os, socket\nprint(os.getuid() if os.getuid() else 'root')\nsocket.socket(socket.AF_INET)")
+            assert "[Errno 97]" in r.stderr and r.exit_code == 1  # seccomp: AF_UNIX sockets only
+            assert r.stdout == ("65534\n" if os.geteuid() == 0 else f"{os.geteuid()}\n")
+            assert sb.run_tests("def f(x):\n    return x * 2\n", "f", [((2,), 4), ((3,), 7)]).passed == 1
+            assert sb.run("import os\nos.kill(-1, 9)").exit_code == 1
+            r = sb.run("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nprint('ok')")
+            assert r.stdout == "ok\n" and pool._descendants(sb.worker_pids()[0]) == []
+    assert "rlimits-only" in caplog.text
+
+
+def test_dead_and_wedged_workers_are_replaced(monkeypatch):
+    monkeypatch.setattr(pool, "_REPLY_GRACE_S", 0.5)
+    with Sandbox(workers=1, wall_timeout_s=1) as sb:
+        (first,) = sb.worker_pids()
+        zygote = pool._descendants(first)[0]
+        os.kill(zygote, signal.SIGKILL)  # the zygote dies
+        lost = sb.run("print(1)")
+        assert lost.exit_code is None and lost.error
+        (second,) = sb.worker_pids()
+        assert second != first and sb.run("print(1)").stdout == "1\n"
+        os.kill(pool._descendants(second)[0], signal.SIGSTOP)  # the zygote hangs
+        assert sb.run("print(1)").error
+        (third,) = sb.worker_pids()
+        assert third != second and sb.run("print(2)").stdout == "2\n"
+        assert not os.path.exists(f"/proc/{first}") and not os.path.exists(f"/proc/{second}")
