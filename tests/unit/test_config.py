@@ -32,7 +32,7 @@ def test_quickstart_loads_and_round_trips(tmp_path):
     ],
 )
 def test_bad_values_name_the_key(overrides, expected):
-    with pytest.raises(ConfigError, match=None) as info:
+    with pytest.raises(ConfigError) as info:
         load_config(REPO / "configs/quickstart.yaml", overrides)
     assert expected in str(info.value)
 
