@@ -27,10 +27,10 @@ def fixed_batch_reward(workers, tokenizer, problems, config) -> float:
     return sum(rewards) / len(rewards)
 
 
-def short_run(fresh_workers, tmp_path, preset: str, steps: int):
+def short_run(fresh_workers, tmp_path, preset: str, steps: int, extra: tuple[str, ...] = ()):
     config = load_config(
         REPO / "configs/quickstart.yaml",
-        [f"algorithm.preset={preset}", f"run.output_dir={tmp_path}", f"run.steps={steps}", f"run.checkpoint_every={steps // 2}",
+        [*extra, f"algorithm.preset={preset}", f"run.output_dir={tmp_path}", f"run.steps={steps}", f"run.checkpoint_every={steps // 2}",
          f"eval.every={steps // 2}", "run.progress=false", "task.train_size=64", "trainer.lr=5e-4"],  # every step trains on the fixed batch
     )
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
@@ -65,3 +65,13 @@ def test_short_grpo_run_learns_and_writes_the_run_directory(fresh_workers, tmp_p
 def test_every_algorithm_raises_reward(fresh_workers, tmp_path, preset):
     before, after, _ = short_run(fresh_workers, tmp_path, preset, steps=8)
     assert after >= before + 0.05, (before, after)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("correction", [("algorithm.off_policy=tis", "algorithm.is_level=sequence"), ("algorithm.off_policy=mis",)])
+def test_off_policy_corrections_learn_and_report_ratios(fresh_workers, tmp_path, correction):
+    before, after, run_dir = short_run(fresh_workers, tmp_path, "grpo", steps=8, extra=correction)
+    assert after >= before + 0.05, (before, after)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
+    # fp32, synchronous: proximal and behaviour policies agree, so every ratio is 1 and nothing is corrected
+    assert all(abs(r["is_ratio/mean"] - 1) < 1e-3 and r["is_ratio/clip_frac"] == 0 for r in rows)

@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
 from flywheel.algorithms.aggregation import aggregate, token_mean
 from flywheel.algorithms.kl import kl_penalty
+from flywheel.algorithms.off_policy import masked_is_keep, truncated_is_weights
 from flywheel.algorithms.select import policy_loss
 from flywheel.algorithms.value_loss import clipped_value_loss
 from flywheel.config import Config
@@ -73,8 +74,9 @@ class Trainer:
     def train_step(self, batch: TrainBatch) -> dict[str, float]:
         """One training step: ``trainer.minibatches`` optimiser steps over the batch; version += 1.
 
-        The old-policy logprobs of the importance ratio are recomputed here (not taken from the
-        engine); the engine's behaviour logprobs only measure the trainer/engine mismatch.
+        The proximal (old-policy) logprobs of the PPO ratio are recomputed here, not taken from the
+        engine; the engine's behaviour logprobs measure the trainer/engine mismatch and feed the
+        optional off-policy correction (``algorithm.off_policy``).
         """
         old = self.logprobs(batch)
         log_ratio = old - batch.behaviour_logprobs  # trainer vs engine, same weights, same tokens
@@ -84,8 +86,8 @@ class Trainer:
         }
         parts = self.config.trainer.minibatches
         sums: dict[str, float] = {}
-        for mb, mb_old in zip(batch.split(parts), old.tensor_split(parts)):
-            step_metrics = self._policy_step(mb, mb_old)
+        for mb, mb_old, mb_log_ratio in zip(batch.split(parts), old.tensor_split(parts), log_ratio.tensor_split(parts)):
+            step_metrics = self._policy_step(mb, mb_old, mb_log_ratio)
             if self.critic is not None:
                 step_metrics |= self._critic_step(mb)
             for key, value in step_metrics.items():
@@ -93,23 +95,31 @@ class Trainer:
         self.version += 1
         return metrics | sums
 
-    def _policy_step(self, mb: TrainBatch, old: torch.Tensor) -> dict[str, float]:
+    def _policy_step(self, mb: TrainBatch, old: torch.Tensor, log_ratio: torch.Tensor) -> dict[str, float]:
+        """One optimiser step of the policy; log_ratio = proximal (old) minus behaviour logprobs."""
         a = self.algorithm
+        mask, is_metrics = mb.loss_mask, {}
+        if a.off_policy == "mis":
+            mask, is_metrics = masked_is_keep(log_ratio, mask, a.is_level, a.is_low, a.is_high)
         new, entropy = token_logprobs(self.model, mb.tokens, mb.attention_mask, with_entropy=True)
-        per_token, metrics = self.loss_fn(new, old, mb.advantages, mb.loss_mask)
+        per_token, metrics = self.loss_fn(new, old, mb.advantages, mask)
+        if a.off_policy == "tis":
+            weights, is_metrics = truncated_is_weights(log_ratio, mask, a.is_level, a.is_cap)
+            per_token = per_token * weights
+        metrics |= is_metrics
         norm = self.config.rollout.max_new_tokens
-        loss = aggregate(per_token, mb.loss_mask, a.aggregation, norm_tokens=norm)
+        loss = aggregate(per_token, mask, a.aggregation, norm_tokens=norm)
         if a.entropy_coef > 0:
-            loss = loss - a.entropy_coef * aggregate(entropy, mb.loss_mask, a.aggregation, norm_tokens=norm)
+            loss = loss - a.entropy_coef * aggregate(entropy, mask, a.aggregation, norm_tokens=norm)
         if self.reference is not None:
             with torch.no_grad():
                 reference = token_logprobs(self.reference, mb.tokens, mb.attention_mask)
             kl = kl_penalty(new, reference, a.kl_estimator)
-            metrics["kl/reference"] = token_mean(kl.detach(), mb.loss_mask).item()
+            metrics["kl/reference"] = token_mean(kl.detach(), mask).item()
             if a.kl_placement == "loss":
-                loss = loss + a.kl_beta * aggregate(kl, mb.loss_mask, a.aggregation, norm_tokens=norm)
+                loss = loss + a.kl_beta * aggregate(kl, mask, a.aggregation, norm_tokens=norm)
         grad_norm = self._apply(loss, self.model, self.optimizer, self.config.trainer.max_grad_norm)
-        return metrics | {"loss": loss.item(), "grad_norm": grad_norm, "entropy": token_mean(entropy.detach(), mb.loss_mask).item()}
+        return metrics | {"loss": loss.item(), "grad_norm": grad_norm, "entropy": token_mean(entropy.detach(), mask).item()}
 
     def _critic_step(self, mb: TrainBatch) -> dict[str, float]:
         with torch.no_grad():
