@@ -62,7 +62,7 @@ def start_engine(config: Config) -> ray.actor.ActorHandle:
     from flywheel.engines.vllm import VLLMEngine, engine_env
 
     if not ray.is_initialized():
-        ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False, logging_level="warning")
+        ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False, logging_level="error")
     options = {"num_cpus": 1, "num_gpus": _gpu_share(), "runtime_env": {"env_vars": engine_env(config)}}
     engine = ray.remote(VLLMEngine).options(**options).remote(config)
     ray.get(engine.__ray_ready__.remote())
@@ -263,6 +263,8 @@ def train(config: Config, workers: Workers | None = None) -> Path:
                 t2 = time.perf_counter()
                 version, _ = workers.sync_weights()
                 row = step_metrics(step, episodes, (t1 - t0, t2 - t1, time.perf_counter() - t2), version) | train_metrics | sampling
+                if train_metrics["train/nonfinite_skipped"]:
+                    progress.log(f"step {step:4d}  non-finite loss or gradient: {train_metrics['train/nonfinite_skipped']:.0%} of the optimiser steps skipped")
                 if step % config.eval.every == 0 or step == config.run.steps:
                     row |= eval_metrics(workers, tokenizer, eval_set, config)
                     progress.evaluated(row)

@@ -24,10 +24,6 @@ from flywheel.types import TrainBatch
 from flywheel.weights import shm
 
 
-class NonFiniteError(RuntimeError):
-    """A loss or gradient was NaN/inf; the step was not applied."""
-
-
 class Trainer:
     def __init__(self, config: Config, weights_dir: str) -> None:
         torch.manual_seed(config.run.seed)
@@ -118,26 +114,30 @@ class Trainer:
             metrics["kl/reference"] = token_mean(kl.detach(), mask).item()
             if a.kl_placement == "loss":
                 loss = loss + a.kl_beta * aggregate(kl, mask, a.aggregation, norm_tokens=norm)
-        grad_norm = self._apply(loss, self.model, self.optimizer, self.config.trainer.max_grad_norm)
-        return metrics | {"loss": loss.item(), "grad_norm": grad_norm, "entropy": token_mean(entropy.detach(), mask).item()}
+        grad_norm, skipped = self._apply(loss, self.model, self.optimizer, self.config.trainer.max_grad_norm)
+        return metrics | {
+            "loss": loss.item(), "grad_norm": grad_norm, "entropy": token_mean(entropy.detach(), mask).item(),
+            "train/nonfinite_skipped": float(skipped),
+        }
 
     def _critic_step(self, mb: TrainBatch) -> dict[str, float]:
         with torch.no_grad():
             old_values = self._values(mb)
         loss, metrics = clipped_value_loss(self._values(mb), old_values, mb.returns, mb.loss_mask, self.algorithm.value_clip)
-        grad_norm = self._apply(loss, self.critic, self.critic_optimizer, self.config.trainer.max_grad_norm)
-        return metrics | {"critic/loss": loss.item(), "critic/grad_norm": grad_norm}
+        grad_norm, skipped = self._apply(loss, self.critic, self.critic_optimizer, self.config.trainer.max_grad_norm)
+        return metrics | {"critic/loss": loss.item(), "critic/grad_norm": grad_norm, "critic/nonfinite_skipped": float(skipped)}
 
-    def _apply(self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_norm: float) -> float:
-        """Backward, clip, step; a non-finite loss or gradient is reported and never applied."""
+    def _apply(self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_norm: float) -> tuple[float, bool]:
+        """Backward, clip, step; returns (grad norm, skipped). A non-finite loss or gradient is never
+        applied: the gradients are dropped and the step is reported as skipped."""
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).item()
         if not (math.isfinite(loss.item()) and math.isfinite(grad_norm)):
             optimizer.zero_grad(set_to_none=True)
-            raise NonFiniteError(f"non-finite loss {loss.item()} or grad norm {grad_norm} at version {self.version}")
+            return grad_norm, True
         optimizer.step()
-        return grad_norm
+        return grad_norm, False
 
     def publish_weights(self) -> tuple[str, int]:
         """Writes the current weights for the engines; returns (path, version)."""
