@@ -38,7 +38,7 @@ class TaskConfig(Section):
 
 
 class RolloutConfig(Section):
-    prompts_per_step: int = Field(32, ge=1, description="Distinct prompts sampled per training step.")
+    prompts_per_step: int = Field(64, ge=1, description="Distinct prompts sampled per training step.")
     group_size: int = Field(8, ge=2, description="Completions sampled per prompt (the GRPO group).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of training rollouts.")
     max_new_tokens: int = Field(8, ge=1, description="Completion length limit in tokens.")
@@ -106,16 +106,16 @@ class AlgorithmConfig(Section):
 
 
 class TrainerConfig(Section):
-    lr: float = Field(1e-3, gt=0, description="AdamW learning rate.")
+    lr: float = Field(2e-4, gt=0, description="AdamW learning rate.")
     betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW betas.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradients are clipped to this global L2 norm.")
-    minibatches: int = Field(1, ge=1, description="Optimiser steps per training step (the batch is split into this many slices).")
+    minibatches: int = Field(2, ge=1, description="Optimiser steps per training step (the batch is split into this many slices).")
     threads: int = Field(2, ge=1, description="Torch CPU threads of the trainer.")
 
 
 class EvalConfig(Section):
-    every: int = Field(5, ge=1, description="Evaluate on the held-out split every N steps (and at step 0).")
+    every: int = Field(20, ge=1, description="Evaluate on the held-out split every N steps (and at step 0).")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature of eval/accuracy (one sample per problem).")
     greedy: bool = Field(True, description="Also report eval/greedy_accuracy (temperature 0).")
 
@@ -123,8 +123,8 @@ class EvalConfig(Section):
 class RunConfig(Section):
     name: str = Field("quickstart", min_length=1, description="Run directory name under output_dir (suffixed -1, -2... if taken).")
     output_dir: str = Field("runs", description="Parent directory of run directories.")
-    steps: int = Field(40, ge=0, description="Training steps (rollout, train, weight sync).")
-    checkpoint_every: int = Field(10, ge=1, description="Save an HF-format checkpoint every N steps.")
+    steps: int = Field(400, ge=0, description="Training steps (rollout, train, weight sync).")
+    checkpoint_every: int = Field(100, ge=1, description="Save an HF-format checkpoint every N steps.")
     seed: int = Field(0, description="Seed of prompt order, sampling and training.")
     progress: bool = Field(True, description="Show a live progress bar on the terminal.")
     resume: str | None = Field(None, description="Run directory to continue from its latest checkpoint, exactly as if never stopped.")
