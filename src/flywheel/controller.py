@@ -46,10 +46,11 @@ class Workers:
     engine: ray.actor.ActorHandle
     trainer: ray.actor.ActorHandle
 
-    def sync_weights(self) -> tuple[int, float]:
-        """Trainer publishes, engine loads; returns (version, engine load seconds)."""
+    def sync_weights(self) -> int:
+        """Trainer publishes, engine loads; returns the version the engine now serves."""
         path, version = ray.get(self.trainer.publish_weights.remote())
-        return version, ray.get(self.engine.load_weights.remote(path, version))
+        ray.get(self.engine.load_weights.remote(path, version))
+        return version
 
     def shutdown(self) -> None:
         ray.get(self.trainer.close.remote())
@@ -246,7 +247,7 @@ def train(config: Config, workers: Workers | None = None) -> Path:
     try:
         with RunProgress(config.run.steps, config.run.progress) as progress:
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
-            version, _ = workers.sync_weights()
+            version = workers.sync_weights()
             if checkpoint is None:
                 row = {"step": 0, "weights/version": version, **eval_metrics(workers, tokenizer, eval_set, config)}
                 progress.evaluated(row)
@@ -261,7 +262,7 @@ def train(config: Config, workers: Workers | None = None) -> Path:
                 batch = build_batch(groups, config, tokenizer.pad_token_id, workers)
                 train_metrics = ray.get(workers.trainer.train_step.remote(batch))
                 t2 = time.perf_counter()
-                version, _ = workers.sync_weights()
+                version = workers.sync_weights()
                 row = step_metrics(step, episodes, (t1 - t0, t2 - t1, time.perf_counter() - t2), version) | train_metrics | sampling
                 if train_metrics["train/nonfinite_skipped"]:
                     progress.log(f"step {step:4d}  non-finite loss or gradient: {train_metrics['train/nonfinite_skipped']:.0%} of the optimiser steps skipped")

@@ -27,7 +27,7 @@ def test_trainer_and_engine_logprobs_agree_before_and_after_update(fresh_workers
 
     assert before.advantages.abs().sum() > 0, "no learning signal in the batch"
     ray.get(workers.trainer.train_step.remote(before))
-    version, _ = workers.sync_weights()
+    version = workers.sync_weights()
     assert version == 1
 
     groups = rollout(workers, tokenizer, problems, config, seed=12)

@@ -16,6 +16,6 @@ class Engine(Protocol):
         """``n`` completions of each prompt (token ids), with per-token logprobs and weight version."""
         ...
 
-    def load_weights(self, path: str, version: int) -> float:
-        """Loads weights published at ``path`` in place; returns the seconds it took."""
+    def load_weights(self, path: str, version: int) -> None:
+        """Loads the weights published at ``path`` in place; later completions carry ``version``."""
         ...

@@ -8,7 +8,6 @@ every worker by ``collective_rpc``, feeds the published safetensors file to the 
 from __future__ import annotations
 
 import os
-import time
 
 from flywheel.config import Config
 from flywheel.types import Completion
@@ -78,9 +77,7 @@ class VLLMEngine:
             for out in outputs
         ]
 
-    def load_weights(self, path: str, version: int) -> float:
-        start = time.perf_counter()
+    def load_weights(self, path: str, version: int) -> None:
         self.llm.collective_rpc("reload_weights_from_file", args=(path,))
         self.llm.reset_prefix_cache()
         self.weight_version = version
-        return time.perf_counter() - start
