@@ -44,6 +44,8 @@ class RolloutConfig(Section):
     max_new_tokens: int = Field(8, ge=1, description="Completion length limit in tokens.")
     kv_cache_gib: int = Field(1, ge=1, description="vLLM KV-cache memory in GiB on CPU (VLLM_CPU_KVCACHE_SPACE, whole GiB).")
     gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="Fraction of GPU memory vLLM may use (GPU only).")
+    engines: int = Field(1, ge=1, description="vLLM engine replicas behind the router (least outstanding work first).")
+    max_staleness: int = Field(0, ge=0, description="Weight versions a trained token may lag the trainer by: 0 is synchronous, more overlaps generation with training.")
 
 
 #: Each preset is a set of AlgorithmConfig values; keys given explicitly in the config win over it.
@@ -127,6 +129,7 @@ class RunConfig(Section):
     checkpoint_every: int = Field(100, ge=1, description="Save an HF-format checkpoint every N steps.")
     seed: int = Field(0, description="Seed of prompt order, sampling and training.")
     progress: bool = Field(True, description="Show a live progress bar on the terminal.")
+    dump_rollouts: bool = Field(False, description="Write every admitted group (tokens, rewards, versions, fate) to rollouts.jsonl in the run directory.")
     resume: str | None = Field(None, description="Run directory to continue from its latest checkpoint, exactly as if never stopped.")
 
 

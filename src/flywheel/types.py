@@ -14,8 +14,13 @@ class Completion:
     token_ids: list[int]  # sampled tokens, end-of-sequence included when sampled
     logprobs: list[float]  # engine's log p(token) under the sampling weights, one per token
     text: str  # detokenized token_ids (special tokens skipped)
-    weight_version: int  # engine weight version that produced every token of it
+    weight_versions: tuple[int, ...]  # engine weight version that produced each token
     truncated: bool = False  # stopped by the length limit, not by end-of-sequence
+
+    @property
+    def weight_version(self) -> int:
+        """The oldest weight version among its tokens (an in-flight update makes them differ)."""
+        return min(self.weight_versions)
 
 
 @dataclass(frozen=True)

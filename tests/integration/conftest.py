@@ -6,7 +6,7 @@ import pytest
 import ray
 
 from flywheel.config import Config, load_config
-from flywheel.controller import Workers, start_engine, start_trainer
+from flywheel.controller import Workers, start_engines, start_trainer, stop_engine
 
 
 @pytest.fixture(scope="session")
@@ -16,9 +16,10 @@ def config() -> Config:
 
 @pytest.fixture(scope="session")
 def shared_engine(config):
-    engine = start_engine(config)
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="error")  # room for extra replicas
+    [engine] = start_engines(config)
     yield engine
-    ray.kill(engine)
+    stop_engine(engine)
     ray.shutdown()
 
 
@@ -40,7 +41,7 @@ def fresh_workers(shared_engine, tmp_path_factory):
     def make(config: Config) -> Workers:
         retire()
         trainers.append(start_trainer(config, tmp_path_factory.mktemp("weights")))
-        workers = Workers(shared_engine, trainers[-1])
+        workers = Workers([shared_engine], trainers[-1])
         workers.sync_weights()
         return workers
 

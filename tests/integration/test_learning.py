@@ -14,7 +14,7 @@ from flywheel.envs.arithmetic import make_splits
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED = {
-    "step", "reward/mean", "loss", "entropy", "grad_norm", "clip_frac", "mismatch/kl", "timing/rollout_s",
+    "step", "reward/mean", "loss", "entropy", "grad_norm", "clip_frac", "mismatch/kl", "timing/wait_for_batch_s", "staleness/max",
     "timing/train_s", "timing/sync_s", "rollout/tokens_per_s", "weights/version",
 }
 

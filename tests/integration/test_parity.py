@@ -1,5 +1,7 @@
 """Trainer and engine agree on the logprobs of engine-sampled tokens, before and after a weight sync."""
 
+import asyncio
+
 import ray
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -21,7 +23,7 @@ def test_trainer_and_engine_logprobs_agree_before_and_after_update(fresh_workers
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     problems = make_splits(1, 3, 32, 1)[0]
 
-    before = build_batch(rollout(workers, tokenizer, problems, config, seed=11), config, tokenizer.pad_token_id, workers)
+    before = asyncio.run(build_batch(rollout(workers, tokenizer, problems, config, seed=11), config, tokenizer.pad_token_id, workers.trainer))
     diff_before = mean_abs_diff(ray.get(workers.trainer.logprobs.remote(before)), before.behaviour_logprobs, before.loss_mask)
     assert diff_before < 1e-3
 
@@ -32,7 +34,7 @@ def test_trainer_and_engine_logprobs_agree_before_and_after_update(fresh_workers
 
     groups = rollout(workers, tokenizer, problems, config, seed=12)
     assert {e.completion.weight_version for group in groups for e in group} == {1}
-    after = build_batch(groups, config, tokenizer.pad_token_id, workers)
+    after = asyncio.run(build_batch(groups, config, tokenizer.pad_token_id, workers.trainer))
     diff_after = mean_abs_diff(ray.get(workers.trainer.logprobs.remote(after)), after.behaviour_logprobs, after.loss_mask)
     assert diff_after < 1e-3
 

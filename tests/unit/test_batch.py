@@ -1,5 +1,7 @@
 """build_batch: the glue from scored groups to a TrainBatch (sequence estimators need no workers)."""
 
+import asyncio
+
 import torch
 
 from flywheel.config import load_config
@@ -9,13 +11,13 @@ from flywheel.types import Completion, Episode
 
 def episode(prompt: list[int], tokens: list[int], reward: float, truncated: bool = False) -> Episode:
     logprobs = [-0.5] * len(tokens)
-    return Episode(prompt, Completion(tokens, logprobs, "", weight_version=3, truncated=truncated), reward)
+    return Episode(prompt, Completion(tokens, logprobs, "", weight_versions=(3,) * len(tokens), truncated=truncated), reward)
 
 
 def test_grpo_batch_broadcasts_advantages_and_filters_truncated_completions():
     config = load_config(None, ["rollout.group_size=2", "algorithm.preset=dapo"])
     groups = [[episode([4, 5], [6, 1], 1.0), episode([4, 5], [7, 7, 7], 0.0, truncated=True)]]
-    batch = build_batch(groups, config, pad_id=0, workers=None)
+    batch = asyncio.run(build_batch(groups, config, pad_id=0, trainer=None))
     # rows: [4, 5, 6, 1, pad] and [4, 5, 7, 7, 7]; completion positions 2-3 and 2-4
     assert batch.tokens.tolist() == [[4, 5, 6, 1, 0], [4, 5, 7, 7, 7]]
     assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]

@@ -1,13 +1,19 @@
 """vLLM engine: the only module of flywheel that imports vllm.
 
-Weights are updated in place through vLLM's own hooks: a ``worker_extension_cls`` method, run on
-every worker by ``collective_rpc``, feeds the published safetensors file to the model runner's
-``reload_weights``. The prefix cache is reset afterwards, since it holds keys of the old weights.
+The engine is vLLM's ``AsyncLLM``: requests stream their tokens, so that a weight update can land
+while they are being generated. An update pauses the scheduler keeping the running requests
+(``pause_generation(mode="keep")``, which also drops the prefix cache: it holds keys of the old
+weights), reloads the weights in place through a ``worker_extension_cls`` method run on every
+worker by ``collective_rpc`` (the model runner's ``reload_weights`` fed from the published
+safetensors file), and resumes. Each token records the weight version the engine served when the
+token came out, so a completion that spans an update says which tokens came from which weights.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import uuid
 
 from flywheel.config import Config
 from flywheel.types import Completion
@@ -28,56 +34,81 @@ class WeightReloadExtension:
 
 
 def engine_env(config: Config) -> dict[str, str]:
-    """Environment variables the engine's process needs (set before vllm is imported)."""
+    """Environment variables the engine's processes need (set before vllm is imported)."""
     return {
         "VLLM_CPU_KVCACHE_SPACE": str(config.rollout.kv_cache_gib),
-        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine core runs inside this (actor) process
         "VLLM_LOGGING_LEVEL": "WARNING",
         "TOKENIZERS_PARALLELISM": "false",
     }
 
 
 class VLLMEngine:
+    """One vLLM replica. A Ray async actor in a run: its methods are coroutines."""
+
     def __init__(self, config: Config) -> None:
         for key, value in engine_env(config).items():
             os.environ.setdefault(key, value)
-        from vllm import LLM
+        from vllm import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
 
-        self.llm = LLM(
-            model=config.model.path,
-            dtype=config.model.dtype,
-            seed=config.run.seed,
-            enforce_eager=True,
-            gpu_memory_utilization=config.rollout.gpu_memory_utilization,
-            worker_extension_cls=f"{__name__}.WeightReloadExtension",
+        self.llm = AsyncLLM.from_engine_args(
+            AsyncEngineArgs(
+                model=config.model.path,
+                dtype=config.model.dtype,
+                seed=config.run.seed,
+                enforce_eager=True,
+                gpu_memory_utilization=config.rollout.gpu_memory_utilization,
+                worker_extension_cls=f"{__name__}.WeightReloadExtension",
+            )
         )
         self.weight_version = 0
 
-    def generate(
+    async def generate(
         self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int
     ) -> list[list[Completion]]:
+        """``n`` completions of each prompt; prompt i samples with seed ``seed + i``."""
+        requests = (self._complete(p, n, temperature, max_tokens, seed + i) for i, p in enumerate(prompts))
+        return list(await asyncio.gather(*requests))
+
+    async def _complete(self, prompt: list[int], n: int, temperature: float, max_tokens: int, seed: int) -> list[Completion]:
         from vllm import SamplingParams, TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
 
-        params = [
-            SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, logprobs=0, seed=seed + i)
-            for i in range(len(prompts))
-        ]
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
-        return [
-            [
-                Completion(
-                    token_ids=list(c.token_ids),
-                    logprobs=[step[token].logprob for step, token in zip(c.logprobs, c.token_ids)],
-                    text=c.text,
-                    weight_version=self.weight_version,
-                    truncated=c.finish_reason == "length",
-                )
-                for c in out.outputs
-            ]
-            for out in outputs
-        ]
+        params = SamplingParams(
+            n=n, temperature=temperature, max_tokens=max_tokens, logprobs=0, seed=seed,
+            output_kind=RequestOutputKind.DELTA,
+        )
+        tokens: list[list[int]] = [[] for _ in range(n)]
+        logprobs: list[list[float]] = [[] for _ in range(n)]
+        versions: list[list[int]] = [[] for _ in range(n)]
+        texts, truncated = [""] * n, [False] * n
+        async for output in self.llm.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id=uuid.uuid4().hex):
+            for sample in output.outputs:
+                i = sample.index
+                tokens[i] += sample.token_ids
+                logprobs[i] += [step[token].logprob for step, token in zip(sample.logprobs, sample.token_ids)]
+                versions[i] += [self.weight_version] * len(sample.token_ids)
+                texts[i] += sample.text
+                truncated[i] = sample.finish_reason == "length"
+        return [Completion(tokens[i], logprobs[i], texts[i], tuple(versions[i]), truncated[i]) for i in range(n)]
 
-    def load_weights(self, path: str, version: int) -> None:
-        self.llm.collective_rpc("reload_weights_from_file", args=(path,))
-        self.llm.reset_prefix_cache()
+    async def load_weights(self, path: str, version: int) -> float:
+        """Loads the weights published at ``path`` while requests stay in flight; returns the
+        seconds generation was paused.
+
+        The version label changes only after generation resumes: a token whose output is still in
+        transit at that moment may be labelled with the older version (counted as staler than it
+        is, never fresher).
+        """
+        loop = asyncio.get_running_loop()
+        paused = loop.time()
+        await self.llm.pause_generation(mode="keep")
+        try:
+            await self.llm.collective_rpc("reload_weights_from_file", args=(path,))
+        finally:
+            await self.llm.resume_generation()
         self.weight_version = version
+        return loop.time() - paused
+
+    def shutdown(self) -> None:
+        self.llm.shutdown()
