@@ -1,4 +1,4 @@
-"""The engine seam: everything the rollout side needs from an inference engine."""
+"""The engine seam: everything the rollout side needs from an inference engine (a Ray actor in a run)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,17 @@ from flywheel.types import Completion
 class Engine(Protocol):
     weight_version: int
 
-    def generate(
+    async def generate(
         self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int
     ) -> list[list[Completion]]:
-        """``n`` completions of each prompt (token ids), with per-token logprobs and weight version."""
+        """``n`` completions of each prompt (token ids), with per-token logprobs and weight versions."""
         ...
 
-    def load_weights(self, path: str, version: int) -> None:
-        """Loads the weights published at ``path`` in place; later completions carry ``version``."""
+    async def load_weights(self, path: str, version: int) -> float:
+        """Loads the weights published at ``path`` in place, without dropping requests in flight;
+        tokens generated afterwards carry ``version``. Returns the seconds generation was paused."""
+        ...
+
+    def shutdown(self) -> None:
+        """Stops the engine's processes."""
         ...
