@@ -44,6 +44,7 @@ class RolloutConfig(Section):
     max_new_tokens: int = Field(8, ge=1, description="Completion length limit in tokens.")
     kv_cache_gib: int = Field(1, ge=1, description="vLLM KV-cache memory in GiB on CPU (VLLM_CPU_KVCACHE_SPACE, whole GiB).")
     gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="Fraction of GPU memory vLLM may use (GPU only).")
+    cpu_bind: str = Field("auto", min_length=1, description="CPU cores of the engine's compute threads on CPU, e.g. '0' or '0-3' (VLLM_CPU_OMP_THREADS_BIND).")
     engines: int = Field(1, ge=1, description="vLLM engine replicas behind the router (least outstanding work first).")
     max_staleness: int = Field(0, ge=0, description="Weight versions a trained token may lag the trainer by: 0 is synchronous, more overlaps generation with training.")
 
@@ -114,6 +115,7 @@ class TrainerConfig(Section):
     max_grad_norm: float = Field(1.0, gt=0, description="Gradients are clipped to this global L2 norm.")
     minibatches: int = Field(2, ge=1, description="Optimiser steps per training step (the batch is split into this many slices).")
     threads: int = Field(2, ge=1, description="Torch CPU threads of the trainer.")
+    cpu_affinity: list[int] | None = Field(None, description="CPU cores the trainer process may run on (None: any).")
 
 
 class EvalConfig(Section):

@@ -37,9 +37,19 @@ def engine_env(config: Config) -> dict[str, str]:
     """Environment variables the engine's processes need (set before vllm is imported)."""
     return {
         "VLLM_CPU_KVCACHE_SPACE": str(config.rollout.kv_cache_gib),
+        "VLLM_CPU_OMP_THREADS_BIND": config.rollout.cpu_bind,
         "VLLM_LOGGING_LEVEL": "WARNING",
         "TOKENIZERS_PARALLELISM": "false",
     }
+
+
+def cpu_list(spec: str) -> set[int]:
+    """The cores of a Linux CPU list such as '0', '0-3' or '0,2-3'."""
+    cores: set[int] = set()
+    for part in spec.split(","):
+        first, _, last = part.partition("-")
+        cores.update(range(int(first), int(last or first) + 1))
+    return cores
 
 
 class VLLMEngine:
@@ -48,6 +58,8 @@ class VLLMEngine:
     def __init__(self, config: Config) -> None:
         for key, value in engine_env(config).items():
             os.environ.setdefault(key, value)
+        if config.rollout.cpu_bind != "auto":  # the front end and the engine-core process it starts, too
+            os.sched_setaffinity(0, cpu_list(config.rollout.cpu_bind))
         from vllm import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 

@@ -7,6 +7,7 @@ It does not know which algorithm it runs: the loss comes from ``algorithms.selec
 from __future__ import annotations
 
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from flywheel.weights import shm
 class Trainer:
     def __init__(self, config: Config, weights_dir: str) -> None:
         torch.manual_seed(config.run.seed)
+        if config.trainer.cpu_affinity is not None:
+            os.sched_setaffinity(0, config.trainer.cpu_affinity)
         torch.set_num_threads(config.trainer.threads)
         self.config = config
         self.algorithm = config.algorithm
