@@ -94,14 +94,19 @@ class JudgeUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Reply:
-    """A backend's answer to one request: the text, and how many retries it took."""
+    """A backend's answer to one request: the text, how many retries it took, and its latency."""
 
     text: str
     retries: int
+    latency_s: float
 
 
 class JudgeBackend(Protocol):
-    async def complete(self, messages: Messages, schema: dict | None) -> Reply: ...
+    """Answers a batch of chat requests; `schema` (only when `supports_schema`) constrains replies to it."""
+
+    supports_schema: bool
+
+    async def complete_batch(self, requests: Sequence[Messages], schema: dict | None) -> list[Reply]: ...
 
 
 class OpenAIBackend:
@@ -110,6 +115,8 @@ class OpenAIBackend:
     The API key is read from the environment variable named `api_key_env` (None: no key) and never logged.
     At most `concurrency` requests are in flight; each has `timeout_s`; connection errors, timeouts, 408/409/429
     and 5xx are retried `max_retries` times after `backoff_s * 2**i` seconds; then `JudgeUnavailable`."""
+
+    supports_schema = True
 
     def __init__(
         self,
@@ -146,9 +153,13 @@ class OpenAIBackend:
     def __repr__(self) -> str:
         return f"OpenAIBackend(base_url={self.base_url!r}, model={self.model!r})"
 
+    async def complete_batch(self, requests: Sequence[Messages], schema: dict | None) -> list[Reply]:
+        return list(await asyncio.gather(*(self.complete(messages, schema) for messages in requests)))
+
     async def complete(self, messages: Messages, schema: dict | None) -> Reply:
         import openai
 
+        start = time.perf_counter()
         client, semaphore = self._bind()
         extra = {}
         if schema is not None:
@@ -162,7 +173,7 @@ class OpenAIBackend:
                         model=self.model, messages=messages, max_tokens=self.max_tokens,
                         temperature=self.temperature, **extra,
                     )  # fmt: skip
-                return Reply(response.choices[0].message.content or "", retries=attempt)
+                return Reply(response.choices[0].message.content or "", attempt, time.perf_counter() - start)
             except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
                 last = exc
             except openai.APIStatusError as exc:
@@ -178,6 +189,31 @@ class OpenAIBackend:
             f"({type(last).__name__}: {last}); check that the server is running and reachable at that address",
             attempts=self.max_retries + 1,
         ) from None
+
+
+class EngineBackend:
+    """The run's own vLLM engine actor (`VLLMEngine`, the policy's or a judge's): the whole batch in one
+    `generate` call, prompts rendered with the chat template of the tokenizer at `tokenizer_path`.
+    Its `generate` cannot constrain output, so verdicts rely on the model following the prompt."""
+
+    supports_schema = False
+
+    def __init__(self, engine, tokenizer_path: str, *, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0):
+        from transformers import AutoTokenizer
+
+        self.engine, self.tokenizer = engine, AutoTokenizer.from_pretrained(tokenizer_path)
+        self.max_tokens, self.temperature, self.seed = max_tokens, temperature, seed
+
+    async def complete_batch(self, requests: Sequence[Messages], schema: dict | None) -> list[Reply]:
+        start = time.perf_counter()
+        prompts = [self._ids(messages) for messages in requests]
+        outputs = await self.engine.generate.remote(prompts, 1, self.temperature, self.max_tokens, self.seed)
+        latency = time.perf_counter() - start
+        return [Reply(samples[0].text, 0, latency) for samples in outputs]
+
+    def _ids(self, messages: Messages) -> list[int]:
+        rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
 
 
 @dataclass(frozen=True)
@@ -201,23 +237,19 @@ class Judge:
     reply to the verdict's JSON schema (vLLM's `response_format`)."""
 
     def __init__(self, backend: JudgeBackend, *, structured: bool = False):
+        if structured and not backend.supports_schema:
+            raise ValueError(f"{type(backend).__name__} cannot constrain replies to a schema; set structured=False")
         self.backend, self.structured = backend, structured
 
     async def ascore(self, items: Sequence[JudgeItem]) -> JudgeResult:
-        schema = VERDICT_SCHEMA if self.structured else None
-
-        async def one(item: JudgeItem) -> tuple[Reply, float]:
-            start = time.perf_counter()
-            reply = await self.backend.complete(build_prompt(item.question, item.candidate, item.reference), schema)
-            return reply, time.perf_counter() - start
-
-        done = await asyncio.gather(*(one(item) for item in items))
-        verdicts = [parse_verdict(reply.text) for reply, _ in done]
+        requests = [build_prompt(item.question, item.candidate, item.reference) for item in items]
+        replies = await self.backend.complete_batch(requests, VERDICT_SCHEMA if self.structured else None)
+        verdicts = [parse_verdict(reply.text) for reply in replies]
         n = max(len(items), 1)
         metrics = {
             "judge/parse_fail_rate": sum(v is None for v in verdicts) / n,
-            "judge/retries": float(sum(reply.retries for reply, _ in done)),
-            "judge/latency_s": sum(latency for _, latency in done) / n,
+            "judge/retries": float(sum(reply.retries for reply in replies)),
+            "judge/latency_s": sum(reply.latency_s for reply in replies) / n,
         }
         return JudgeResult([v.score if v else 0.0 for v in verdicts], verdicts, metrics)
 
