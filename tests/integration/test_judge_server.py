@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -142,3 +143,32 @@ def test_a_server_that_never_answers_hits_the_timeout():
         elapsed = time.monotonic() - start
     assert info.value.attempts == 2
     assert 2 * 0.5 + 0.1 <= elapsed < 5.0
+
+
+def test_at_most_concurrency_requests_are_in_flight():
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        silent.settimeout(0.1)
+        connected: list[float] = []
+
+        def accept_all(until: float) -> None:
+            held = []  # accepted connections stay open and unanswered
+            while time.monotonic() < until:
+                try:
+                    held.append(silent.accept()[0])
+                    connected.append(time.monotonic())
+                except TimeoutError:
+                    pass
+            for conn in held:
+                conn.close()
+
+        start = time.monotonic()
+        acceptor = threading.Thread(target=accept_all, args=(start + 3.0,))
+        acceptor.start()
+        backend = OpenAIBackend(f"http://127.0.0.1:{silent.getsockname()[1]}/v1", "judge", concurrency=2, timeout_s=1.0,
+                                max_retries=0)  # fmt: skip
+        with pytest.raises(JudgeUnavailable):
+            Judge(backend).score(ITEMS)
+        acceptor.join()
+    assert len([t for t in connected if t - start < 0.9]) == 2  # 6 requests, 2 slots, nothing answers for 1 s

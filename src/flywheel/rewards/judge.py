@@ -131,14 +131,12 @@ class OpenAIBackend:
         max_tokens: int = 256,
         temperature: float = 0.0,
     ):
-        import openai
-
         if api_key_env is not None and not os.environ.get(api_key_env):
             raise ValueError(f"the judge's API key variable {api_key_env} is not set in the environment")
-        self._make_client = lambda: openai.AsyncOpenAI(
-            base_url=base_url, api_key=os.environ[api_key_env] if api_key_env else "none", timeout=timeout_s, max_retries=0
-        )
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self.base_url, self.model, self.concurrency = base_url, model, concurrency
+        self.api_key_env, self.timeout_s = api_key_env, timeout_s
         self.max_retries, self.backoff_s = max_retries, backoff_s
         self.max_tokens, self.temperature = max_tokens, temperature
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -147,8 +145,14 @@ class OpenAIBackend:
         """The client and semaphore of the running event loop (asyncio objects cannot cross loops)."""
         if self._loop is not asyncio.get_running_loop():
             self._loop = asyncio.get_running_loop()
-            self._client, self._semaphore = self._make_client(), asyncio.Semaphore(self.concurrency)
+            self._client, self._semaphore = self._new_client(), asyncio.Semaphore(self.concurrency)
         return self._client, self._semaphore
+
+    def _new_client(self):
+        import openai
+
+        key = os.environ[self.api_key_env] if self.api_key_env else "none"  # read here, kept only by the client
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(base_url={self.base_url!r}, model={self.model!r})"
@@ -180,7 +184,7 @@ class OpenAIBackend:
                 if exc.status_code not in (408, 409):
                     raise JudgeUnavailable(
                         f"the judge endpoint {self.base_url} refused the request with HTTP {exc.status_code} "
-                        f"({exc.message}); check reward.judge.model and the API key variable",
+                        f"({exc.message}); fix what it names (model name, API key, request size)",
                         attempts=attempt + 1,
                     ) from None
                 last = exc
