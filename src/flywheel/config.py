@@ -14,6 +14,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from flywheel.algorithms.aggregation import AGGREGATIONS
+from flywheel.rewards.guards import default_guards
+
+GUARDS = tuple(g.name for g in default_guards())
 
 
 class ConfigError(ValueError):
@@ -135,6 +138,45 @@ class RunConfig(Section):
     resume: str | None = Field(None, description="Run directory to continue from its latest checkpoint, exactly as if never stopped.")
 
 
+class JudgeConfig(Section):
+    enabled: bool = Field(False, description="Add an LLM judge's score (weighted) to the reward.")
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint of the judge (vLLM's server, a hosted API).")
+    model: str = Field("judge", min_length=1, description="Model name sent to the endpoint.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the API key (never logged); null: no key.")
+    weight: float = Field(1.0, allow_inf_nan=False, description="Weight of the judge's score in the reward.")
+    structured_output: bool = Field(True, description="Ask the endpoint to constrain replies to the verdict JSON schema (vLLM supports it).")
+    concurrency: int = Field(8, ge=1, description="Judge requests in flight at once.")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds.")
+    max_retries: int = Field(3, ge=0, description="Retries of a failed request (connection error, timeout, 429, 5xx) before the run fails.")
+    backoff_s: float = Field(1.0, ge=0, description="Back-off before retry i is backoff_s * 2**i seconds.")
+    max_tokens: int = Field(256, ge=1, description="Token limit of the judge's reply.")
+
+
+class RewardModelConfig(Section):
+    path: str | None = Field(None, description="Hugging Face sequence-classification model (1 label) scoring prompt+completion; null: none.")
+    weight: float = Field(1.0, allow_inf_nan=False, description="Weight of the reward model's score in the reward.")
+    batch_size: int = Field(16, ge=1, description="Texts per forward pass.")
+    max_length: int = Field(2048, ge=1, description="Longer texts keep their last max_length tokens.")
+
+
+class RewardConfig(Section):
+    guards: tuple[Literal[GUARDS], ...] = Field((), description=f"Reward-hacking guards to run on every completion, by name: {', '.join(GUARDS)}.")
+    guard_mode: Literal["flag", "penalize", "zero"] = Field("flag", description="What a flagged completion gets: its reward (flag), reward - guard_penalty, or 0.")
+    guard_penalty: float = Field(1.0, ge=0, description="Subtracted from a flagged completion's reward in 'penalize' mode.")
+    alert_threshold: float = Field(0.1, ge=0, le=1, description="Alert when a hacking/<guard>_rate exceeds this.")
+    alert_rise: float = Field(0.05, ge=0, description="Alert when a rate exceeds its running baseline (EMA) by more than this.")
+    alert_decay: float = Field(0.9, ge=0, lt=1, description="Decay of the running baseline of each rate.")
+    stop_on_hacking: bool = Field(False, description="Stop the run at the first hacking alert.")
+    judge: JudgeConfig = JudgeConfig()
+    reward_model: RewardModelConfig = RewardModelConfig()
+
+    @model_validator(mode="after")
+    def _unique_guards(self) -> "RewardConfig":
+        if len(set(self.guards)) != len(self.guards):
+            raise ValueError(f"reward.guards names a guard twice: {list(self.guards)}")
+        return self
+
+
 class Config(Section):
     model: ModelConfig = ModelConfig()
     task: TaskConfig = TaskConfig()
@@ -142,6 +184,7 @@ class Config(Section):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     trainer: TrainerConfig = TrainerConfig()
     eval: EvalConfig = EvalConfig()
+    reward: RewardConfig = RewardConfig()
     run: RunConfig = RunConfig()
 
     @model_validator(mode="after")

@@ -1,0 +1,141 @@
+"""The reward pipeline of a training step: rubric + batched scorers (judge, reward model), then the hacking guards,
+then the hacking alert.
+
+    reward = rubric.total + sum(scorer.weight * scorer score)  ->  guards (flag | penalize | zero)
+
+Metrics: `reward/<name>/mean` for every sub-score (unweighted), the scorers' own metrics (`judge/...`), and
+`hacking/<guard>_rate` + `hacking/any_rate`. A task is a dict: the judge reads its `prompt` (the question) and
+`answer` (the reference, when present); the reward model scores `prompt + completion`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from flywheel.config import JudgeConfig, RewardConfig
+from flywheel.rewards.guards import Guard, HackingAlert, apply_guards, default_guards
+from flywheel.rewards.judge import Judge, JudgeItem, OpenAIBackend
+from flywheel.rewards.rubric import Rubric
+
+#: Scores a batch of (completion, task) pairs: one float per completion, and metrics of the call.
+BatchRewardFn = Callable[[Sequence[str], Sequence[dict]], tuple[list[float], dict[str, float]]]
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """A named batched reward function and its weight in the total."""
+
+    name: str
+    fn: BatchRewardFn
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class RewardResult:
+    """Per completion: the final reward (after the guards), whether a guard flagged it and why; and metrics."""
+
+    rewards: list[float]
+    flagged: list[bool]
+    reasons: list[list[str]]
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class HackingStop(RuntimeError):
+    """A hacking alert fired and `reward.stop_on_hacking` is true; the message holds the alerts."""
+
+
+class RewardPipeline:
+    def __init__(
+        self,
+        rubric: Rubric | None = None,
+        scorers: Sequence[Scorer] = (),
+        guards: Sequence[Guard] = (),
+        *,
+        mode: str = "flag",
+        penalty: float = 1.0,
+        alert: HackingAlert | None = None,
+    ):
+        names = [*(rubric.functions if rubric else ()), *(s.name for s in scorers)]
+        if not names:
+            raise ValueError("a reward pipeline needs a rubric or at least one scorer")
+        if len(set(names)) != len(names):
+            raise ValueError(f"reward names must be unique across the rubric and the scorers, got {names}")
+        self.rubric, self.scorers, self.guards = rubric, list(scorers), list(guards)
+        self.mode, self.penalty = mode, penalty
+        self.alert = alert or HackingAlert()
+
+    @classmethod
+    def from_config(cls, config: RewardConfig, rubric: Rubric | None, scorers: Sequence[Scorer] = ()) -> RewardPipeline:
+        """Guards by name and the alert from `config`; the judge scorer too when `reward.judge.enabled`."""
+        by_name = {g.name: g for g in default_guards()}
+        if config.judge.enabled:
+            scorers = [*scorers, judge_scorer(build_judge(config.judge), config.judge.weight)]
+        alert = HackingAlert(config.alert_threshold, config.alert_rise, config.alert_decay, config.stop_on_hacking)
+        guards = [by_name[name] for name in config.guards]
+        return cls(rubric, scorers, guards, mode=config.guard_mode, penalty=config.guard_penalty, alert=alert)
+
+    def score(self, completions: Sequence[str], tasks: Sequence[dict]) -> RewardResult:
+        """Rewards of a batch, the guards applied, with every sub-score's mean in the metrics."""
+        if len(completions) != len(tasks):
+            raise ValueError(f"got {len(completions)} completions but {len(tasks)} tasks")
+        n = len(completions)
+        totals = [0.0] * n
+        subs: dict[str, list[float]] = {}
+        metrics: dict[str, float] = {}
+        if self.rubric is not None:
+            for i, (completion, task) in enumerate(zip(completions, tasks)):
+                scored = self.rubric.score(completion, task)
+                totals[i] += scored.total
+                for key, value in scored.scores.items():
+                    subs.setdefault(key, []).append(value)
+        for scorer in self.scorers:
+            values, extra = scorer.fn(completions, tasks)
+            if len(values) != n:
+                raise ValueError(f"scorer {scorer.name!r} returned {len(values)} scores for {n} completions")
+            totals = [t + scorer.weight * v for t, v in zip(totals, values)]
+            subs[f"reward/{scorer.name}"] = list(values)
+            metrics |= extra
+        metrics |= {f"{key}/mean": sum(values) / max(n, 1) for key, values in subs.items()}
+        report = apply_guards(completions, self.guards, self.mode, rewards=totals, tasks=tasks, penalty=self.penalty)
+        if self.guards:
+            metrics |= report.metrics
+        return RewardResult(report.rewards, report.flagged, report.reasons, metrics)
+
+    def watch(self, step: int, metrics: dict[str, float]) -> list[str]:
+        """This step's hacking alerts (one sentence each, for the log and the terminal); raises `HackingStop`
+        when there are some and the alert was built with stop=True."""
+        alerts = self.alert.update(step, metrics)
+        if alerts and self.alert.stop:
+            raise HackingStop(" ".join(alerts) + " Stopping the run (reward.stop_on_hacking is true).")
+        return alerts
+
+
+def build_judge(config: JudgeConfig) -> Judge:
+    backend = OpenAIBackend(
+        config.base_url, config.model, api_key_env=config.api_key_env, concurrency=config.concurrency,
+        timeout_s=config.timeout_s, max_retries=config.max_retries, backoff_s=config.backoff_s,
+        max_tokens=config.max_tokens,
+    )  # fmt: skip
+    return Judge(backend, structured=config.structured_output)
+
+
+def judge_scorer(judge: Judge, weight: float = 1.0) -> Scorer:
+    """The judge's score of each completion against the task's `prompt` and, when present, its `answer`."""
+
+    def fn(completions: Sequence[str], tasks: Sequence[dict]) -> tuple[list[float], dict[str, float]]:
+        items = [JudgeItem(t["prompt"], c, t.get("answer")) for c, t in zip(completions, tasks)]
+        result = judge.score(items)
+        return result.scores, result.metrics
+
+    return Scorer("judge", fn, weight)
+
+
+def reward_model_scorer(score_texts: Callable[[list[str]], list[float]], weight: float = 1.0) -> Scorer:
+    """A reward model's score of `prompt + completion`; `score_texts` is e.g.
+    `lambda texts: ray.get(actor.score.remote(texts))` for a `ray.remote(RewardModel)` actor."""
+
+    def fn(completions: Sequence[str], tasks: Sequence[dict]) -> tuple[list[float], dict[str, float]]:
+        return score_texts([t["prompt"] + c for c, t in zip(completions, tasks)]), {}
+
+    return Scorer("reward_model", fn, weight)

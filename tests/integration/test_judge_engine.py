@@ -1,0 +1,58 @@
+"""The judge on the run's own vLLM engine actor (a tiny random ASCII model), against transformers' greedy decoding."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import ray
+import torch
+from tiny_models import save_causal_lm
+from transformers import AutoModelForCausalLM
+
+from flywheel.config import Config, ModelConfig
+from flywheel.controller import start_engine
+from flywheel.rewards.judge import EngineBackend, Judge, JudgeItem, build_prompt
+
+MAX_TOKENS = 16
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory) -> str:
+    return str(save_causal_lm(tmp_path_factory.mktemp("judge-engine-model")))
+
+
+@pytest.fixture(scope="module")
+def engine(model_path):
+    started = not ray.is_initialized()
+    handle = start_engine(Config(model=ModelConfig(path=model_path)))
+    yield handle
+    ray.kill(handle)
+    if started:
+        ray.shutdown()
+
+
+def test_replies_are_the_greedy_continuation_of_the_chat_rendered_prompt(engine, model_path):
+    backend = EngineBackend(engine, model_path, max_tokens=MAX_TOKENS)
+    requests = [build_prompt("What is 2+2?", "4", "4", nonce="a" * 16), build_prompt("Capital?", "Paris", nonce="b" * 16)]
+    replies = asyncio.run(backend.complete_batch(requests, None))
+    model = AutoModelForCausalLM.from_pretrained(model_path).eval()
+    for messages, reply in zip(requests, replies):
+        rendered = backend.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        assert rendered.startswith("system: You are a strict grader.") and rendered.endswith("\nassistant: ")
+        prompt = torch.tensor([backend.tokenizer(rendered, add_special_tokens=False)["input_ids"]])
+        with torch.no_grad():
+            out = model.generate(prompt, do_sample=False, max_new_tokens=MAX_TOKENS)
+        assert reply.text == backend.tokenizer.decode(out[0, prompt.shape[1] :], skip_special_tokens=True)
+        assert reply.text and reply.retries == 0 and reply.latency_s > 0
+
+
+def test_a_random_model_on_the_engine_fails_to_parse_and_is_counted(engine, model_path):
+    judge = Judge(EngineBackend(engine, model_path, max_tokens=MAX_TOKENS))
+    result = judge.score([JudgeItem("What is 2+2?", "4", "4"), JudgeItem("Capital?", "Paris")])
+    assert result.scores == [0.0, 0.0] and result.metrics["judge/parse_fail_rate"] == 1.0
+
+
+def test_the_engine_backend_refuses_structured_output(engine, model_path):
+    with pytest.raises(ValueError, match="EngineBackend cannot constrain replies to a schema"):
+        Judge(EngineBackend(engine, model_path), structured=True)

@@ -1,0 +1,52 @@
+"""Random-init tiny Qwen2 models with a one-character-per-token tokenizer over printable ASCII, built in seconds."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM, Qwen2ForSequenceClassification
+
+SPECIALS = ["<pad>", "<eos>", "<unk>"]
+CHAT_TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant: "
+
+
+def ascii_tokenizer() -> PreTrainedTokenizerFast:
+    """Every printable ASCII character is one token; a plain `role: content` chat template."""
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + sorted(set(string.printable)))}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>", unk_token="<unk>", chat_template=CHAT_TEMPLATE
+    )
+
+
+def _config(tokenizer: PreTrainedTokenizerFast, **extra) -> Qwen2Config:
+    # head_dim 32: vLLM-CPU attention has no kernel for 16
+    return Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=False,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32", **extra,
+    )  # fmt: skip
+
+
+def save_causal_lm(path: Path, seed: int = 0) -> Path:
+    """A random tiny causal LM (what a judge server serves)."""
+    torch.manual_seed(seed)
+    tokenizer = ascii_tokenizer()
+    Qwen2ForCausalLM(_config(tokenizer)).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def save_classifier(path: Path, seed: int = 0) -> Path:
+    """A random tiny one-label sequence classifier (a reward model)."""
+    torch.manual_seed(seed)
+    tokenizer = ascii_tokenizer()
+    Qwen2ForSequenceClassification(_config(tokenizer, num_labels=1)).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
