@@ -21,8 +21,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return 2
     from flywheel.controller import train as run_training
+    from flywheel.rewards.pipeline import HackingStop
 
-    run_training(config)
+    try:
+        run_training(config)
+    except HackingStop as exc:
+        print(f"flywheel: stopped: {exc}", file=sys.stderr)
+        return 3
     return 0
 
 

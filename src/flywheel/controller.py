@@ -21,8 +21,10 @@ still pending when the run ends (a checkpoint records the pending prompts; a res
 first). A replica that dies has its requests resubmitted to another one. Prompt i of the stream
 always samples with the same seed, so a run with max_staleness = 0 is reproducible and resumable
 exactly.
-Shutdown order: progress bar, metrics file, rollout tasks, trainer (removes its shared-memory
-weights), engines, then Ray if this loop started it.
+Rewards: the exact answer, or the configured pipeline (exact answer + LLM judge + reward model, then
+the hacking guards, whose rates feed an alert that can stop the run), scored as each group finishes.
+Shutdown order: progress bar, rollout tasks, metrics file, reward model, trainer (removes its
+shared-memory weights), engines, then Ray if this loop started it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import os
 import random
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -49,6 +51,7 @@ from flywheel.envs.arithmetic import Problem, make_splits
 from flywheel.monitor.metrics import MetricsLog, read_metrics
 from flywheel.monitor.progress import RunProgress
 from flywheel.rewards.exact import exact_match_reward
+from flywheel.rewards.pipeline import RewardPipeline, Scorer, reward_model_scorer
 from flywheel.rollout.router import EngineRouter
 from flywheel.types import Completion, Episode, TrainBatch, collate
 from flywheel.weights import shm
@@ -131,15 +134,44 @@ def group_seed(run_seed: int, position: int) -> int:
     return run_seed * 1_000_003 + position * 10_007
 
 
-def score_group(prompt: list[int], problem: Problem, completions: list[Completion], config: Config) -> list[Episode]:
-    """The group's episodes: exact-answer reward plus, when ``algorithm.overlong_buffer`` is set,
-    DAPO's overlong shaping of the completion length."""
+def exact_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float], dict[str, float]]:
+    return [exact_match_reward(c, t["answer"]) for c, t in zip(completions, tasks)], {}
+
+
+def reward_pipeline(config: Config) -> tuple[RewardPipeline | None, ray.actor.ActorHandle | None]:
+    """The configured reward pipeline (exact answer + judge + reward model, then the guards) and the
+    reward-model actor it uses; (None, None) when ``reward`` configures nothing beyond the exact answer."""
+    r = config.reward
+    if not (r.guards or r.judge.enabled or r.reward_model.path):
+        return None, None
+    scorers, actor = [Scorer("exact", exact_scores)], None
+    if r.reward_model.path:
+        from flywheel.rewards.reward_model import RewardModel
+
+        rm = r.reward_model
+        actor = ray.remote(RewardModel).options(num_cpus=0).remote(rm.path, batch_size=rm.batch_size, max_length=rm.max_length, threads=1)
+        scorers.append(reward_model_scorer(lambda texts: ray.get(actor.score.remote(texts)), rm.weight))
+    return RewardPipeline.from_config(r, rubric=None, scorers=scorers), actor
+
+
+def score_group(
+    prompt: list[int], problem: Problem, completions: list[Completion], config: Config, pipeline: RewardPipeline | None = None
+) -> tuple[list[Episode], dict[str, float]]:
+    """The group's episodes and reward metrics: the exact-answer reward (or the reward pipeline's),
+    plus, when ``algorithm.overlong_buffer`` is set, DAPO's overlong shaping of the completion length."""
     r, a = config.rollout, config.algorithm
-    rewards = torch.tensor([exact_match_reward(c.text, problem.answer) for c in completions])
+    texts = [c.text for c in completions]
+    tasks = [{"prompt": problem.prompt, "answer": problem.answer}] * len(completions)
+    metrics: dict[str, float] = {}
+    if pipeline is None:
+        rewards = torch.tensor(exact_scores(texts, tasks)[0])
+    else:
+        result = pipeline.score(texts, tasks)
+        rewards, metrics = torch.tensor(result.rewards), result.metrics
     if a.overlong_buffer:
         lengths = torch.tensor([len(c.token_ids) for c in completions])
         rewards += overlong_penalty(lengths, r.max_new_tokens, a.overlong_buffer, a.overlong_penalty)
-    return [Episode(prompt, c, reward.item()) for c, reward in zip(completions, rewards)]
+    return [Episode(prompt, c, reward.item()) for c, reward in zip(completions, rewards)], metrics
 
 
 def rollout(workers: Workers, tokenizer, problems: list[Problem], config: Config, seed: int) -> list[list[Episode]]:
@@ -148,15 +180,16 @@ def rollout(workers: Workers, tokenizer, problems: list[Problem], config: Config
     r = config.rollout
     prompts = [tokenizer.encode(p.prompt) for p in problems]
     generated = ray.get(workers.engines[0].generate.remote(prompts, r.group_size, r.temperature, r.max_new_tokens, seed))
-    return [score_group(prompt, problem, completions, config) for prompt, problem, completions in zip(prompts, problems, generated)]
+    return [score_group(prompt, problem, completions, config)[0] for prompt, problem, completions in zip(prompts, problems, generated)]
 
 
 @dataclass(frozen=True)
 class Group:
-    """The scored group of one prompt of the stream."""
+    """The scored group of one prompt of the stream, and its reward metrics."""
 
     position: int
     episodes: list[Episode]
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def oldest_version(self) -> int:
@@ -177,8 +210,10 @@ class RolloutStream:
     and scores their groups on the engines, and queues them finished (failures are queued too, and
     raised to the consumer)."""
 
-    def __init__(self, router: EngineRouter, tokenizer, train_set: list[Problem], config: Config, state: dict) -> None:
-        self.router, self.tokenizer, self.train_set, self.config = router, tokenizer, train_set, config
+    def __init__(
+        self, router: EngineRouter, tokenizer, train_set: list[Problem], config: Config, state: dict, pipeline: RewardPipeline | None
+    ) -> None:
+        self.router, self.tokenizer, self.train_set, self.config, self.pipeline = router, tokenizer, train_set, config, pipeline
         self.version = state["version"]
         self.accepted = state["accepted"]
         self.next_position = state["next_position"]
@@ -216,7 +251,10 @@ class RolloutStream:
             [completions] = await self.router.generate(
                 [prompt], r.group_size, r.temperature, r.max_new_tokens, group_seed(self.config.run.seed, position), key=position
             )
-            group = Group(position, score_group(prompt, problem, completions, self.config))
+            if self.pipeline is None:
+                group = Group(position, *score_group(prompt, problem, completions, self.config))
+            else:  # judges and reward models block: off the event loop
+                group = Group(position, *await asyncio.to_thread(score_group, prompt, problem, completions, self.config, self.pipeline))
         except Exception as error:  # raised again by next_group
             self.finished.put_nowait(error)
             return
@@ -288,7 +326,8 @@ async def take_batch(stream: RolloutStream, trainer_version: int, config: Config
         dump(group, "uninformative", trainer_version)
     kept.sort(key=lambda g: g.position)
     staleness = [trainer_version - e.completion.weight_version for g in kept for e in g.episodes]
-    metrics = {
+    reward_keys = set().union(*(g.metrics for g in kept))  # groups are equal-sized: the mean of means is the mean
+    metrics = {key: sum(g.metrics.get(key, 0.0) for g in kept) / len(kept) for key in sorted(reward_keys)} | {
         "async/dropped_stale": stale,
         "sampling/dropped_groups": len(uninformative),
         "staleness/mean": sum(staleness) / len(staleness),
@@ -431,6 +470,7 @@ async def _train(config: Config, workers: Workers) -> Path:
     task = config.task
     train_set, eval_set = make_splits(task.seed, task.digits, task.train_size, task.eval_size)
     trainer, router = workers.trainer, EngineRouter(workers.engines)
+    pipeline, reward_model = reward_pipeline(config)
     metrics_path = run_dir / "metrics.jsonl"
     if checkpoint is not None:
         await trainer.restore.remote(str(checkpoint))
@@ -440,7 +480,7 @@ async def _train(config: Config, workers: Workers) -> Path:
     started = time.perf_counter()
     path, version = await trainer.publish_weights.remote()
     await router.load_weights(path, version)
-    stream = RolloutStream(router, tokenizer, train_set, config, state | {"version": version})
+    stream = RolloutStream(router, tokenizer, train_set, config, state | {"version": version}, pipeline)
     try:
         with RunProgress(config.run.steps, config.run.progress) as progress:
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
@@ -470,6 +510,8 @@ async def _train(config: Config, workers: Workers) -> Path:
                 row |= {"engines/live": router.live_count, "engines/resubmitted": router.resubmitted}
                 if train_metrics["train/nonfinite_skipped"]:
                     progress.log(f"step {step:4d}  non-finite loss or gradient: {train_metrics['train/nonfinite_skipped']:.0%} of the optimiser steps skipped")
+                for alert in pipeline.watch(step, row) if pipeline else []:  # raises HackingStop if asked to
+                    progress.log(f"step {step:4d}  {alert}")
                 if step % config.eval.every == 0 or step == config.run.steps:
                     row |= await eval_metrics(router, tokenizer, eval_set, config)
                     progress.evaluated(row)
@@ -487,4 +529,6 @@ async def _train(config: Config, workers: Workers) -> Path:
             dump(Group(position, []), "pending", version)
         log.close()
         dump.close()
+        if reward_model is not None:
+            ray.kill(reward_model)
     return run_dir

@@ -11,7 +11,7 @@ from tiny_models import save_causal_lm
 from transformers import AutoModelForCausalLM
 
 from flywheel.config import Config, ModelConfig
-from flywheel.controller import start_engine
+from flywheel.controller import start_engines, stop_engine
 from flywheel.rewards.judge import EngineBackend, Judge, JudgeItem, build_prompt
 
 MAX_TOKENS = 16
@@ -25,9 +25,9 @@ def model_path(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def engine(model_path):
     started = not ray.is_initialized()
-    handle = start_engine(Config(model=ModelConfig(path=model_path)))
+    [handle] = start_engines(Config(model=ModelConfig(path=model_path)))
     yield handle
-    ray.kill(handle)
+    stop_engine(handle)
     if started:
         ray.shutdown()
 
