@@ -108,7 +108,7 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
 
     class SlowEngine(VLLMEngine):
         async def generate(self, *args, **kwargs):
-            await asyncio.sleep(1.5)
+            await asyncio.sleep(2.0)
             return await super().generate(*args, **kwargs)
 
     config = run_config(tmp_path, "run.steps=8", "rollout.max_staleness=1")
@@ -117,12 +117,18 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
     slow_trainer = ray.remote(SlowTrainer).options(num_cpus=1).remote(config, str(tmp_path / "weights"))
     ray.get([slow_engine.__ray_ready__.remote(), slow_trainer.__ray_ready__.remote()])
     ray.get(workers.trainer.close.remote())
-    killer = threading.Timer(6.0, ray.kill, [slow_engine])
+    def kill_after_step_3():  # the slow replica always holds requests: they die with it
+        metrics = tmp_path / "quickstart/metrics.jsonl"
+        while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= 4):
+            time.sleep(0.05)
+        ray.kill(slow_engine)
+
+    killer = threading.Thread(target=kill_after_step_3, daemon=True)
     killer.start()
     try:
         run_dir = train(config, Workers([shared_engine, slow_engine], slow_trainer))
     finally:
-        killer.cancel()
+        killer.join(timeout=5)
         ray.kill(slow_engine)
         ray.get(slow_trainer.close.remote())
         ray.kill(slow_trainer)
