@@ -54,12 +54,14 @@ class VLLMEngine:
         self.weight_version = 0
 
     def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int
+        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
     ) -> list[list[Completion]]:
         from vllm import SamplingParams, TokensPrompt
 
         params = [
-            SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, logprobs=0, seed=seed + i)
+            SamplingParams(
+                n=n, temperature=temperature, max_tokens=max_tokens, logprobs=0, seed=seed + i, stop=stop, include_stop_str_in_output=True
+            )
             for i in range(len(prompts))
         ]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from flywheel.envs.base import Environment
 
 _REGISTRY: dict[str, Callable[..., Environment]] = {}
-_BUILTIN_MODULES: tuple[str, ...] = ()  # filled as the built-in environments land
+_BUILTIN_MODULES = ("arithmetic",)
 
 T = TypeVar("T", bound=Callable[..., Environment])
 
