@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from flywheel.envs.base import Environment
 
 _REGISTRY: dict[str, Callable[..., Environment]] = {}
-_BUILTIN_MODULES = ("arithmetic",)
+_BUILTIN_MODULES = ("arithmetic", "calculator", "python_code", "math_env", "reasoning_gym_env")
 
 T = TypeVar("T", bound=Callable[..., Environment])
 
