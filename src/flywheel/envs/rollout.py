@@ -6,8 +6,9 @@ coroutines, so many run at once (``asyncio.gather(*(run_group(...) for task in t
 engine batches each call, and environments that wait (sandbox, verifier) do not block the loop.
 
 An episode ends when its environment says done (its reward), when a model turn hits the token
-limit without finishing, after ``max_turns`` model turns, or at the time limit (``time_limit_s``
-from the group's start, generation included); the last three score 0.
+limit without finishing, after ``max_turns`` model turns, at the time limit (``time_limit_s``
+from the group's start, generation included), or when its next turn could overflow the model's
+context (``tokenizer.model_max_length``); all but the first score 0.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from flywheel.envs.base import Environment, StepResult, Task
 from flywheel.envs.episode import Renderer, Transcript, env_messages
 from flywheel.types import Completion, Episode
 
-StopReason = Literal["done", "truncated", "max_turns", "time_limit"]
+StopReason = Literal["done", "truncated", "max_turns", "time_limit", "context_limit"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,7 +60,7 @@ async def run_group(
     """n episodes of ``task``, each with its own environment from ``env_factory``, in the order started.
 
     ``engine`` is a VLLMEngine Ray actor handle; ``max_tokens`` limits each model turn. Turn t of
-    episode i is sampled with seed ``seed + t * n + i``.
+    the group's i-th live episode is sampled with seed ``seed + t * n + i``.
     """
     started = time.monotonic()
     envs = [env_factory() for _ in range(n)]
@@ -69,6 +70,9 @@ async def run_group(
     live = [_Live(env, Transcript(*renderer.prompt(env.reset(task)))) for env in envs]
     finished: dict[int, EnvEpisode] = {}
     for turn in range(first.max_turns):
+        for i in range(n):
+            if i not in finished and len(live[i].transcript.context) + max_tokens > tokenizer.model_max_length:
+                finished[i] = _finish(renderer, task, live[i], 0.0, "context_limit")
         pending = [i for i in range(n) if i not in finished]
         if not pending:
             break
