@@ -86,7 +86,10 @@ def build_model(tokenizer: Qwen2Tokenizer) -> Qwen2ForCausalLM:
 def demonstration(tokenizer, renderer: Renderer, prompt: str, answer: str, use_tool: bool) -> tuple[list[int], list[int], list[int]]:
     """(ids, loss mask, mask of the first model turn) of one episode, as the rollout would assemble it."""
     episode = Transcript(*renderer.prompt(prompt))
-    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+
+    def encode(text: str) -> list[int]:
+        return tokenizer.encode(text, add_special_tokens=False)
+
     if use_tool:
         expression = prompt.removeprefix("What is ").removesuffix("?")
         call = f'<tool_call>{json.dumps({"name": "calculate", "arguments": {"expression": expression}})}</tool_call>'

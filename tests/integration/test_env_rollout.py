@@ -73,7 +73,8 @@ def test_multi_turn_episodes_append_env_turns_with_zero_mask(shared_engine, toke
 
 
 def test_the_time_limit_ends_episodes(shared_engine, tokenizer):
-    slow = lambda: Retry(max_turns=5, time_limit_s=1.0, step_delay_s=3.0)  # noqa: E731
+    def slow() -> Retry:
+        return Retry(max_turns=5, time_limit_s=1.0, step_delay_s=3.0)
 
     async def timed():  # asyncio.run itself then waits for the abandoned step threads to finish
         t0 = time.monotonic()

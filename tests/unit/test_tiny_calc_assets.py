@@ -8,10 +8,10 @@ from transformers import AutoTokenizer
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 sys.path.insert(0, str(ASSETS))
-from make_tiny_calc_model import build_tokenizer, demonstration  # noqa: E402
+from make_tiny_calc_model import build_tokenizer, demonstration
 
-from flywheel.envs.calculator import CalculatorEnv  # noqa: E402
-from flywheel.envs.episode import Renderer  # noqa: E402
+from flywheel.envs.calculator import CalculatorEnv
+from flywheel.envs.episode import Renderer
 
 
 def test_saved_tokenizer_equals_the_built_one_and_writes_tool_calls():

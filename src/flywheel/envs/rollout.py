@@ -59,6 +59,10 @@ async def run_group(
 ) -> list[EnvEpisode]:
     """n episodes of ``task``, each with its own environment from ``env_factory``, in the order started.
 
+    The group follows its first environment's ``max_turns``, ``time_limit_s``, ``tools``, ``stop``
+    and ``system_prompt``. An episode that timed out before its first turn has an empty completion
+    (``turns == 0``, weight version -1): nothing to train on.
+
     ``engine`` is a VLLMEngine Ray actor handle; ``max_tokens`` limits each model turn. Turn t of
     the group's i-th live episode is sampled with seed ``seed + t * n + i``.
     """
@@ -72,7 +76,7 @@ async def run_group(
     for turn in range(first.max_turns):
         for i in range(n):
             if i not in finished and len(live[i].transcript.context) + max_tokens > tokenizer.model_max_length:
-                finished[i] = _finish(renderer, task, live[i], 0.0, "context_limit")
+                finished[i] = _finish(renderer, live[i], 0.0, "context_limit")
         pending = [i for i in range(n) if i not in finished]
         if not pending:
             break
@@ -88,22 +92,22 @@ async def run_group(
             episode.transcript.add_model_turn(completion)
             episode.turns += 1
             if result is None:
-                finished[i] = _finish(renderer, task, episode, 0.0, "time_limit")
+                finished[i] = _finish(renderer, episode, 0.0, "time_limit")
                 continue
             episode.tool_calls += result.info.get("tool_calls", 0)
             episode.tool_errors += result.info.get("tool_errors", 0)
             if result.done:
-                finished[i] = _finish(renderer, task, episode, result.reward or 0.0, "done")
+                finished[i] = _finish(renderer, episode, result.reward or 0.0, "done")
             elif completion.truncated:
-                finished[i] = _finish(renderer, task, episode, 0.0, "truncated")
+                finished[i] = _finish(renderer, episode, 0.0, "truncated")
             elif turn + 1 == first.max_turns:
-                finished[i] = _finish(renderer, task, episode, 0.0, "max_turns")
+                finished[i] = _finish(renderer, episode, 0.0, "max_turns")
             else:
                 messages = env_messages(result.observation or "", result.role)
                 episode.transcript.add_env_turn(renderer.env_turn(episode.transcript.messages, episode.transcript.ids, messages), messages)
     for i in range(n):
         if i not in finished:  # the time limit passed before (or while) its next turn was generated
-            finished[i] = _finish(renderer, task, live[i], 0.0, "time_limit")
+            finished[i] = _finish(renderer, live[i], 0.0, "time_limit")
     return [finished[i] for i in range(n)]
 
 
@@ -119,7 +123,7 @@ async def _step(env: Environment, text: str, deadline: float) -> StepResult | No
         return None
 
 
-def _finish(renderer: Renderer, task: Task, episode: _Live, reward: float, reason: StopReason) -> EnvEpisode:
+def _finish(renderer: Renderer, episode: _Live, reward: float, reason: StopReason) -> EnvEpisode:
     t = episode.transcript
     if not t.ids:  # timed out before its first turn: no completion to train on
         empty = Completion([], [], "", weight_version=-1, loss_mask=())
