@@ -82,7 +82,7 @@ def test_the_time_limit_ends_episodes(shared_engine, tokenizer):
         return episodes, time.monotonic() - t0
 
     episodes, seconds = asyncio.run(timed())
-    assert 1.0 <= seconds < 1.5
+    assert 1.0 <= seconds < 2.0  # its steps alone would take 3 s
     assert [e.stop_reason for e in episodes] == ["time_limit"] * 4 and [e.reward for e in episodes] == [0.0] * 4
     assert episode_metrics(episodes)["env/time_limit_frac"] == 1.0
 
