@@ -60,8 +60,8 @@ async def run_group(
     """n episodes of ``task``, each with its own environment from ``env_factory``, in the order started.
 
     The group follows its first environment's ``max_turns``, ``time_limit_s``, ``tools``, ``stop``
-    and ``system_prompt``. An episode that timed out before its first turn has an empty completion
-    (``turns == 0``, weight version -1): nothing to train on.
+    and ``system_prompt``. An episode that ends before its first turn (time or context limit) has an
+    empty completion (``turns == 0``, weight version -1): nothing to train on.
 
     ``engine`` is a VLLMEngine Ray actor handle; ``max_tokens`` limits each model turn. Turn t of
     the group's i-th live episode is sampled with seed ``seed + t * n + i``.
