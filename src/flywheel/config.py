@@ -33,11 +33,36 @@ class ModelConfig(Section):
 
 
 class TaskConfig(Section):
-    name: Literal["addition"] = Field("addition", description="Task: 'addition' is n-digit a+b with an exact-answer verifier.")
-    digits: int = Field(3, ge=1, le=9, description="Largest number of digits of each operand.")
+    name: str = Field("addition", description="'addition' (n-digit a+b, one turn, exact answer), or a registered environment: arithmetic, calculator, python_code, math, reasoning_gym, or your own.")
+    env_args: dict[str, Any] = Field({}, description="Keyword arguments of the environment (make_env(name, **env_args)).")
+    imports: list[str] = Field([], description="Python modules imported before the environment is made: where your own @register_env classes live.")
+    digits: int = Field(3, ge=1, le=9, description="addition: largest number of digits of each operand.")
     train_size: int = Field(5000, ge=1, description="Problems in the train split.")
     eval_size: int = Field(200, ge=1, description="Problems in the held-out eval split.")
     seed: int = Field(0, description="Seed of the splits.")
+
+    @model_validator(mode="after")
+    def _known(self) -> "TaskConfig":
+        if self.name == "addition":
+            return self
+        import importlib
+
+        from flywheel.envs.registry import known_envs
+
+        for module in self.imports:
+            try:
+                importlib.import_module(module)
+            except ImportError as error:
+                raise ValueError(f"task.imports: cannot import {module!r} ({error})") from None
+        if self.name not in known_envs():
+            raise ValueError(f"unknown task {self.name!r}: use 'addition' or one of the environments {', '.join(known_envs())} (or add the module registering yours to task.imports)")
+        from flywheel.envs.registry import make_env
+
+        try:
+            make_env(self.name, **self.env_args)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"task.env_args do not fit environment {self.name!r}: {error}") from None
+        return self
 
 
 class RolloutConfig(Section):

@@ -35,8 +35,9 @@ import os
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import ray
@@ -48,6 +49,9 @@ from flywheel.algorithms.gae import gae_advantages, masked_whiten, terminal_rewa
 from flywheel.algorithms.select import sequence_advantages
 from flywheel.config import Config, dump_config
 from flywheel.envs.arithmetic import Problem, make_splits
+from flywheel.envs.base import Environment, Task
+from flywheel.envs.registry import make_env
+from flywheel.envs.rollout import episode_metrics, run_group
 from flywheel.monitor.metrics import MetricsLog, read_metrics
 from flywheel.monitor.progress import RunProgress
 from flywheel.rewards.exact import exact_match_reward
@@ -134,17 +138,39 @@ def group_seed(run_seed: int, position: int) -> int:
     return run_seed * 1_000_003 + position * 10_007
 
 
-def exact_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float], dict[str, float]]:
-    return [exact_match_reward(c, t["answer"]) for c, t in zip(completions, tasks)], {}
+@dataclass(frozen=True)
+class TaskSet:
+    """Train and held-out eval problems (each with a ``prompt`` and an ``answer``), and the
+    environment that runs their episodes (None: 'addition', one turn graded by the exact answer)."""
+
+    train: list[Problem] | list[Task]
+    eval: list[Problem] | list[Task]
+    env_factory: Callable[[], Environment] | None
+
+
+def load_tasks(config: Config) -> TaskSet:
+    """The task's splits: an environment's eval tasks come from another seed, minus any train prompt."""
+    t = config.task
+    if t.name == "addition":
+        return TaskSet(*make_splits(t.seed, t.digits, t.train_size, t.eval_size), None)
+    factory = partial(make_env, t.name, **t.env_args)
+    train = factory().tasks(t.train_size, t.seed)
+    seen = {task.prompt for task in train}
+    return TaskSet(train, [task for task in factory().tasks(t.eval_size, t.seed + 1) if task.prompt not in seen], factory)
+
+
+def task_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float], dict[str, float]]:
+    """The task's own grade, computed before the pipeline (exact answer, environment reward)."""
+    return [t["reward"] for t in tasks], {}
 
 
 def reward_pipeline(config: Config) -> tuple[RewardPipeline | None, ray.actor.ActorHandle | None]:
-    """The configured reward pipeline (exact answer + judge + reward model, then the guards) and the
-    reward-model actor it uses; (None, None) when ``reward`` configures nothing beyond the exact answer."""
+    """The configured reward pipeline (the task's grade + judge + reward model, then the guards) and
+    the reward-model actor it uses; (None, None) when ``reward`` configures nothing beyond the task."""
     r = config.reward
     if not (r.guards or r.judge.enabled or r.reward_model.path):
         return None, None
-    scorers, actor = [Scorer("exact", exact_scores)], None
+    scorers, actor = [Scorer("task", task_scores)], None
     if r.reward_model.path:
         from flywheel.rewards.reward_model import RewardModel
 
@@ -154,24 +180,25 @@ def reward_pipeline(config: Config) -> tuple[RewardPipeline | None, ray.actor.Ac
     return RewardPipeline.from_config(r, rubric=None, scorers=scorers), actor
 
 
-def score_group(
-    prompt: list[int], problem: Problem, completions: list[Completion], config: Config, pipeline: RewardPipeline | None = None
-) -> tuple[list[Episode], dict[str, float]]:
-    """The group's episodes and reward metrics: the exact-answer reward (or the reward pipeline's),
-    plus, when ``algorithm.overlong_buffer`` is set, DAPO's overlong shaping of the completion length."""
+def grade(episodes: list[Episode], task_rewards: list[float], problem: Problem | Task, config: Config, pipeline: RewardPipeline | None) -> tuple[list[Episode], dict[str, float]]:
+    """The group's final rewards and reward metrics: the task's grade (or the reward pipeline's
+    total), plus, when ``algorithm.overlong_buffer`` is set, DAPO's overlong shaping of the length."""
     r, a = config.rollout, config.algorithm
-    texts = [c.text for c in completions]
-    tasks = [{"prompt": problem.prompt, "answer": problem.answer}] * len(completions)
-    metrics: dict[str, float] = {}
-    if pipeline is None:
-        rewards = torch.tensor(exact_scores(texts, tasks)[0])
-    else:
-        result = pipeline.score(texts, tasks)
-        rewards, metrics = torch.tensor(result.rewards), result.metrics
+    rewards, metrics = torch.tensor(task_rewards, dtype=torch.float), {}
+    if pipeline is not None:
+        tasks = [{"prompt": problem.prompt, "answer": problem.answer, "reward": x} for x in task_rewards]
+        result = pipeline.score([e.completion.text for e in episodes], tasks)
+        rewards, metrics = torch.tensor(result.rewards, dtype=torch.float), result.metrics
     if a.overlong_buffer:
-        lengths = torch.tensor([len(c.token_ids) for c in completions])
+        lengths = torch.tensor([len(e.completion.token_ids) for e in episodes])
         rewards += overlong_penalty(lengths, r.max_new_tokens, a.overlong_buffer, a.overlong_penalty)
-    return [Episode(prompt, c, reward.item()) for c, reward in zip(completions, rewards)], metrics
+    return [replace(e, reward=reward.item()) for e, reward in zip(episodes, rewards)], metrics
+
+
+def score_group(prompt: list[int], problem: Problem, completions: list[Completion], config: Config, pipeline: RewardPipeline | None = None) -> tuple[list[Episode], dict[str, float]]:
+    """An addition group: graded by the exact answer, then as ``grade`` says."""
+    episodes = [Episode(prompt, c, 0.0) for c in completions]
+    return grade(episodes, [exact_match_reward(c.text, problem.answer) for c in completions], problem, config, pipeline)
 
 
 def rollout(workers: Workers, tokenizer, problems: list[Problem], config: Config, seed: int) -> list[list[Episode]]:
@@ -193,7 +220,8 @@ class Group:
 
     @property
     def oldest_version(self) -> int:
-        return min(e.completion.weight_version for e in self.episodes)
+        """Of its tokens (an episode that ended before its first turn has none)."""
+        return min((e.completion.weight_version for e in self.episodes if e.completion.token_ids), default=2**62)
 
 
 def admission_room(accepted: int, running: int, version: int, max_staleness: int, batch_size: int) -> int:
@@ -210,10 +238,8 @@ class RolloutStream:
     and scores their groups on the engines, and queues them finished (failures are queued too, and
     raised to the consumer)."""
 
-    def __init__(
-        self, router: EngineRouter, tokenizer, train_set: list[Problem], config: Config, state: dict, pipeline: RewardPipeline | None
-    ) -> None:
-        self.router, self.tokenizer, self.train_set, self.config, self.pipeline = router, tokenizer, train_set, config, pipeline
+    def __init__(self, router: EngineRouter, tokenizer, tasks: TaskSet, config: Config, state: dict, pipeline: RewardPipeline | None) -> None:
+        self.router, self.tokenizer, self.tasks, self.config, self.pipeline = router, tokenizer, tasks, config, pipeline
         self.version = state["version"]
         self.accepted = state["accepted"]
         self.next_position = state["next_position"]
@@ -243,18 +269,8 @@ class RolloutStream:
             self.running[position] = asyncio.create_task(self._generate(position))
 
     async def _generate(self, position: int) -> None:
-        r = self.config.rollout
-        [index] = prompt_indices(len(self.train_set), position, 1, self.config.run.seed)
-        problem = self.train_set[index]
-        prompt = self.tokenizer.encode(problem.prompt)
         try:
-            [completions] = await self.router.generate(
-                [prompt], r.group_size, r.temperature, r.max_new_tokens, group_seed(self.config.run.seed, position), key=position
-            )
-            if self.pipeline is None:
-                group = Group(position, *score_group(prompt, problem, completions, self.config))
-            else:  # judges and reward models block: off the event loop
-                group = Group(position, *await asyncio.to_thread(score_group, prompt, problem, completions, self.config, self.pipeline))
+            group = Group(position, *await self._group(position))
         except Exception as error:  # raised again by next_group
             self.finished.put_nowait(error)
             return
@@ -264,6 +280,26 @@ class RolloutStream:
         self.accepted += 1
         self.generated_tokens += sum(len(e.completion.token_ids) for e in group.episodes)
         self.finished.put_nowait(group)
+
+    async def _group(self, position: int) -> tuple[list[Episode], dict[str, float]]:
+        """The graded episodes of the prompt at ``position`` and their metrics."""
+        r, seed = self.config.rollout, group_seed(self.config.run.seed, position)
+        [index] = prompt_indices(len(self.tasks.train), position, 1, self.config.run.seed)
+        problem = self.tasks.train[index]
+        if self.tasks.env_factory is None:
+            prompt = self.tokenizer.encode(problem.prompt)
+            [completions] = await self.router.generate([prompt], r.group_size, r.temperature, r.max_new_tokens, seed, key=position)
+            episodes = [Episode(prompt, c, 0.0) for c in completions]
+            task_rewards, metrics = [exact_match_reward(c.text, problem.answer) for c in completions], {}
+        else:  # every turn of the group on one replica (its prefix cache holds the earlier turns)
+            generate = partial(self.router.generate, key=position)
+            episodes = await run_group(generate, self.tokenizer, self.tasks.env_factory, problem, r.group_size, r.temperature, r.max_new_tokens, seed)
+            task_rewards, metrics = [e.reward for e in episodes], episode_metrics(episodes)
+        if self.pipeline is None:
+            graded, reward_metrics = grade(episodes, task_rewards, problem, self.config, None)
+        else:  # judges and reward models block: off the event loop
+            graded, reward_metrics = await asyncio.to_thread(grade, episodes, task_rewards, problem, self.config, self.pipeline)
+        return graded, metrics | reward_metrics
 
     async def next_group(self) -> Group:
         item = await self.finished.get()
@@ -325,7 +361,7 @@ async def take_batch(stream: RolloutStream, trainer_version: int, config: Config
     for group in uninformative:
         dump(group, "uninformative", trainer_version)
     kept.sort(key=lambda g: g.position)
-    staleness = [trainer_version - e.completion.weight_version for g in kept for e in g.episodes]
+    staleness = [trainer_version - e.completion.weight_version for g in kept for e in g.episodes if e.completion.token_ids] or [0]
     reward_keys = set().union(*(g.metrics for g in kept))  # groups are equal-sized: the mean of means is the mean
     metrics = {key: sum(g.metrics.get(key, 0.0) for g in kept) / len(kept) for key in sorted(reward_keys)} | {
         "async/dropped_stale": stale,
@@ -358,19 +394,24 @@ async def build_batch(groups: list[list[Episode]], config: Config, pad_id: int, 
     return replace(batch, loss_mask=mask, advantages=advantages, returns=returns)
 
 
-async def evaluate(router: EngineRouter, tokenizer, problems: list[Problem], temperature: float, max_tokens: int, seed: int) -> float:
-    """Fraction of problems answered exactly by one completion each."""
-    prompts = [tokenizer.encode(p.prompt) for p in problems]
-    groups = await router.generate(prompts, 1, temperature, max_tokens, seed)
-    return sum(exact_match_reward(g[0].text, p.answer) for g, p in zip(groups, problems)) / len(problems)
+async def evaluate(router: EngineRouter, tokenizer, tasks: TaskSet, temperature: float, config: Config) -> dict[str, float]:
+    """One episode of every held-out problem: accuracy (mean reward: 1 for an exact answer) and,
+    for an environment, its tool and turn metrics. Same seed every time."""
+    seed, max_tokens = config.run.seed, config.rollout.max_new_tokens
+    if tasks.env_factory is None:
+        prompts = [tokenizer.encode(p.prompt) for p in tasks.eval]
+        groups = await router.generate(prompts, 1, temperature, max_tokens, seed)
+        return {"accuracy": sum(exact_match_reward(g[0].text, p.answer) for g, p in zip(groups, tasks.eval)) / len(tasks.eval)}
+    runs = (run_group(router.generate, tokenizer, tasks.env_factory, task, 1, temperature, max_tokens, seed + k) for k, task in enumerate(tasks.eval))
+    episodes = [e for group in await asyncio.gather(*runs) for e in group]
+    return {"accuracy": sum(e.reward for e in episodes) / len(episodes)} | episode_metrics(episodes)
 
 
-async def eval_metrics(router: EngineRouter, tokenizer, problems: list[Problem], config: Config) -> dict[str, float]:
-    """eval/accuracy at the eval temperature and, if asked, eval/greedy_accuracy; same seed every time."""
-    run = lambda temperature: evaluate(router, tokenizer, problems, temperature, config.rollout.max_new_tokens, config.run.seed)  # noqa: E731
-    metrics = {"eval/accuracy": await run(config.eval.temperature)}
+async def eval_metrics(router: EngineRouter, tokenizer, tasks: TaskSet, config: Config) -> dict[str, float]:
+    """eval/... at the eval temperature and, if asked, eval/greedy_accuracy (temperature 0)."""
+    metrics = {f"eval/{key}": value for key, value in (await evaluate(router, tokenizer, tasks, config.eval.temperature, config)).items()}
     if config.eval.greedy:
-        metrics["eval/greedy_accuracy"] = await run(0.0)
+        metrics["eval/greedy_accuracy"] = (await evaluate(router, tokenizer, tasks, 0.0, config))["accuracy"]
     return metrics
 
 
@@ -467,8 +508,7 @@ async def _train(config: Config, workers: Workers) -> Path:
         state = {"next_position": 0, "pending": [], "accepted": 0}
         (run_dir / "config.yaml").write_text(dump_config(config))
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
-    task = config.task
-    train_set, eval_set = make_splits(task.seed, task.digits, task.train_size, task.eval_size)
+    tasks = load_tasks(config)
     trainer, router = workers.trainer, EngineRouter(workers.engines)
     pipeline, reward_model = reward_pipeline(config)
     metrics_path = run_dir / "metrics.jsonl"
@@ -480,12 +520,12 @@ async def _train(config: Config, workers: Workers) -> Path:
     started = time.perf_counter()
     path, version = await trainer.publish_weights.remote()
     await router.load_weights(path, version)
-    stream = RolloutStream(router, tokenizer, train_set, config, state | {"version": version}, pipeline)
+    stream = RolloutStream(router, tokenizer, tasks, config, state | {"version": version}, pipeline)
     try:
         with RunProgress(config.run.steps, config.run.progress) as progress:
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
             if checkpoint is None:
-                row = {"step": 0, "weights/version": version, **await eval_metrics(router, tokenizer, eval_set, config)}
+                row = {"step": 0, "weights/version": version, **await eval_metrics(router, tokenizer, tasks, config)}
                 progress.evaluated(row)
                 log.write(row)
             stream.start()
@@ -513,7 +553,7 @@ async def _train(config: Config, workers: Workers) -> Path:
                 for alert in pipeline.watch(step, row) if pipeline else []:  # raises HackingStop if asked to
                     progress.log(f"step {step:4d}  {alert}")
                 if step % config.eval.every == 0 or step == config.run.steps:
-                    row |= await eval_metrics(router, tokenizer, eval_set, config)
+                    row |= await eval_metrics(router, tokenizer, tasks, config)
                     progress.evaluated(row)
                 if step % config.run.checkpoint_every == 0:
                     await save_checkpoint(trainer, run_dir / "checkpoints" / f"step_{step}", step, stream)

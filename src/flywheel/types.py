@@ -14,13 +14,17 @@ class Completion:
     token_ids: list[int]  # sampled tokens, end-of-sequence included when sampled
     logprobs: list[float]  # engine's log p(token) under the sampling weights, one per token
     text: str  # detokenized token_ids (special tokens skipped)
-    weight_versions: tuple[int, ...]  # engine weight version that produced each token
+    weight_versions: tuple[int | None, ...]  # engine weight version that produced each token; None on environment tokens
     truncated: bool = False  # stopped by the length limit, not by end-of-sequence
+    # multi-turn episodes: 1 on the model's tokens, 0 on environment tokens (whose logprobs are 0.0);
+    # None: every token is the model's
+    loss_mask: tuple[int, ...] | None = None
 
     @property
     def weight_version(self) -> int:
-        """The oldest weight version among its tokens (an in-flight update makes them differ)."""
-        return min(self.weight_versions)
+        """The oldest weight version among its model tokens (an in-flight update or several turns make
+        them differ); -1 when it has none."""
+        return min((v for v in self.weight_versions if v is not None), default=-1)
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,6 @@ def collate(episodes: list[Episode], pad_id: int) -> TrainBatch:
         start, end = len(e.prompt_ids), len(row)
         tokens[i, :end] = torch.tensor(row)
         attention[i, :end] = 1
-        loss_mask[i, start:end] = 1.0
+        loss_mask[i, start:end] = 1.0 if e.completion.loss_mask is None else torch.tensor(e.completion.loss_mask, dtype=torch.float)
         behaviour[i, start:end] = torch.tensor(e.completion.logprobs)
     return TrainBatch(tokens, attention, loss_mask, behaviour, torch.zeros_like(loss_mask))

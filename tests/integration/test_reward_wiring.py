@@ -21,7 +21,7 @@ def test_rewards_compose_and_every_sub_score_is_logged(fresh_workers, tmp_path):
     run_dir = train(config, fresh_workers(config))
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
     for row in rows:
-        # reward = exact + 0.5 * reward model; the guards flag nothing on arithmetic answers
-        assert abs(row["reward/mean"] - (row["reward/exact/mean"] + 0.5 * row["reward/reward_model/mean"])) < 1e-5, row
+        # reward = the task's exact-answer grade + 0.5 * reward model; the guards flag nothing on arithmetic answers
+        assert abs(row["reward/mean"] - (row["reward/task/mean"] + 0.5 * row["reward/reward_model/mean"])) < 1e-5, row
         assert row["reward/reward_model/mean"] != 0.0
         assert row["hacking/length_padding_rate"] == 0.0 and row["hacking/judge_injection_rate"] == 0.0

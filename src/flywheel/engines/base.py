@@ -11,9 +11,10 @@ class Engine(Protocol):
     weight_version: int
 
     async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int
+        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
     ) -> list[list[Completion]]:
-        """``n`` completions of each prompt (token ids), with per-token logprobs and weight versions."""
+        """``n`` completions of each prompt (token ids), with per-token logprobs and weight versions;
+        a completion also ends after any of the ``stop`` strings, which it keeps."""
         ...
 
     async def load_weights(self, path: str, version: int) -> float:

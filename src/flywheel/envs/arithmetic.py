@@ -1,4 +1,4 @@
-"""The quickstart task: multi-digit addition with an exact-answer verifier.
+"""The quickstart task: multi-digit addition with an exact-answer verifier (also the ``arithmetic`` environment).
 
 A problem is the prompt ``"123+456="`` and the answer ``"579"``. Splits are generated from a seed,
 so every run (and the asset script's warm-up) sees the same problems; the eval split never shares
@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+
+from flywheel.envs.base import StepResult, Task, final
+from flywheel.envs.registry import register_env
+from flywheel.rewards.exact import exact_match_reward
 
 #: Characters the task uses; the tiny model's tokenizer has exactly one token per character.
 ALPHABET = "0123456789+="
@@ -41,3 +45,24 @@ def make_splits(seed: int, digits: int, train_size: int, eval_size: int) -> tupl
             problems.append(problem)
     return problems[:train_size], problems[train_size:]
 
+
+
+@register_env("arithmetic")
+class ArithmeticEnv:
+    """The quickstart task as an environment: one turn, reward 1 for the exact sum."""
+
+    max_turns, system_prompt, tools, stop = 1, None, (), ()
+
+    def __init__(self, digits: int = 3, time_limit_s: float = 60.0) -> None:
+        self.digits, self.time_limit_s = digits, time_limit_s
+
+    def tasks(self, size: int, seed: int) -> list[Task]:
+        train, _ = make_splits(seed, self.digits, train_size=size, eval_size=0)
+        return [Task(p.prompt, p.answer) for p in train]
+
+    def reset(self, task: Task) -> str:
+        self.answer = task.answer
+        return task.prompt
+
+    def step(self, model_text: str) -> StepResult:
+        return final(exact_match_reward(model_text, self.answer))

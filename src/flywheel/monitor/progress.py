@@ -36,7 +36,8 @@ class RunProgress:
     def evaluated(self, row: dict) -> None:
         """One line per evaluation, kept above the bar."""
         greedy = f"  greedy {row['eval/greedy_accuracy']:.3f}" if "eval/greedy_accuracy" in row else ""
-        self.log(f"step {row['step']:4d}  eval accuracy {row['eval/accuracy']:.3f}{greedy}")
+        tools = f"  tool-call rate {row['eval/tools/call_rate']:.3f}" if "eval/tools/call_rate" in row else ""
+        self.log(f"step {row['step']:4d}  eval accuracy {row['eval/accuracy']:.3f}{greedy}{tools}")
 
     def log(self, message: str) -> None:
         self.console.print(message)

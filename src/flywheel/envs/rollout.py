@@ -1,0 +1,158 @@
+"""Multi-turn rollout: n concurrent episodes of one task against an engine, turn by turn.
+
+Each turn, the group's live episodes are generated in one engine call (their contexts as token
+ids), then every environment answers its model turn in a worker thread, concurrently. Groups are
+coroutines, so many run at once (``asyncio.gather(*(run_group(...) for task in tasks))``): the
+engine batches each call, and environments that wait (sandbox, verifier) do not block the loop.
+
+An episode ends when its environment says done (its reward), when a model turn hits the token
+limit without finishing, after ``max_turns`` model turns, at the time limit (``time_limit_s``
+from the group's start, generation included), or when its next turn could overflow the model's
+context (``tokenizer.model_max_length``); all but the first score 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from flywheel.envs.base import Environment, StepResult, Task
+from flywheel.envs.episode import Renderer, Transcript, env_messages
+from flywheel.types import Completion, Episode
+
+StopReason = Literal["done", "truncated", "max_turns", "time_limit", "context_limit"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvEpisode(Episode):
+    """An Episode (prompt ids, multi-turn completion with its loss mask, reward) and how it went."""
+
+    turns: int  # model turns
+    tool_calls: int
+    tool_errors: int
+    stop_reason: StopReason
+    messages: tuple[dict[str, str], ...]  # the conversation as text, for logs and rollout dumps
+
+
+@dataclass
+class _Live:
+    env: Environment
+    transcript: Transcript
+    turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+
+
+#: ``generate(prompts, n, temperature, max_tokens, seed, stop)``, awaitable: an engine actor's
+#: ``generate.remote``, or the controller's router bound to one replica.
+Generate = Callable[..., Awaitable[list[list[Completion]]]]
+
+
+async def run_group(
+    generate: Generate,
+    tokenizer: Any,
+    env_factory: Callable[[], Environment],
+    task: Task,
+    n: int,
+    temperature: float,
+    max_tokens: int,
+    seed: int,
+) -> list[EnvEpisode]:
+    """n episodes of ``task``, each with its own environment from ``env_factory``, in the order started.
+
+    The group follows its first environment's ``max_turns``, ``time_limit_s``, ``tools``, ``stop``
+    and ``system_prompt``. An episode that ends before its first turn (time or context limit) has an
+    empty completion (``turns == 0``, weight version -1): nothing to train on.
+
+    ``generate`` samples the model turns (see ``Generate``); ``max_tokens`` limits each model turn. Turn t of
+    the group's i-th live episode is sampled with seed ``seed + t * n + i``.
+    """
+    started = time.monotonic()
+    envs = [env_factory() for _ in range(n)]
+    first = envs[0]
+    renderer = Renderer(tokenizer, first.system_prompt, first.tools)
+    deadline = started + first.time_limit_s
+    live = [_Live(env, Transcript(*renderer.prompt(env.reset(task)))) for env in envs]
+    finished: dict[int, EnvEpisode] = {}
+    for turn in range(first.max_turns):
+        for i in range(n):
+            if i not in finished and len(live[i].transcript.context) + max_tokens > tokenizer.model_max_length:
+                finished[i] = _finish(renderer, live[i], 0.0, "context_limit")
+        pending = [i for i in range(n) if i not in finished]
+        if not pending:
+            break
+        contexts = [live[i].transcript.context for i in pending]
+        call = generate(contexts, 1, temperature, max_tokens, seed + turn * n, list(first.stop) or None)
+        try:
+            outputs = await asyncio.wait_for(call, _left(deadline))
+        except TimeoutError:
+            break
+        results = await asyncio.gather(*(_step(live[i].env, out[0].text, deadline) for i, out in zip(pending, outputs)))
+        for i, out, result in zip(pending, outputs, results):
+            episode, completion = live[i], out[0]
+            episode.transcript.add_model_turn(completion)
+            episode.turns += 1
+            if result is None:
+                finished[i] = _finish(renderer, episode, 0.0, "time_limit")
+                continue
+            episode.tool_calls += result.info.get("tool_calls", 0)
+            episode.tool_errors += result.info.get("tool_errors", 0)
+            if result.done:
+                finished[i] = _finish(renderer, episode, result.reward or 0.0, "done")
+            elif completion.truncated:
+                finished[i] = _finish(renderer, episode, 0.0, "truncated")
+            elif turn + 1 == first.max_turns:
+                finished[i] = _finish(renderer, episode, 0.0, "max_turns")
+            else:
+                messages = env_messages(result.observation or "", result.role)
+                episode.transcript.add_env_turn(renderer.env_turn(episode.transcript.messages, episode.transcript.ids, messages), messages)
+    for i in range(n):
+        if i not in finished:  # the time limit passed before (or while) its next turn was generated
+            finished[i] = _finish(renderer, live[i], 0.0, "time_limit")
+    return [finished[i] for i in range(n)]
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+async def _step(env: Environment, text: str, deadline: float) -> StepResult | None:
+    """The environment's answer, or None if the episode's time ran out first."""
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(env.step, text), _left(deadline))
+    except TimeoutError:
+        return None
+
+
+def _finish(renderer: Renderer, episode: _Live, reward: float, reason: StopReason) -> EnvEpisode:
+    t = episode.transcript
+    if not t.ids:  # timed out before its first turn: no completion to train on
+        empty = Completion([], [], "", weight_versions=(), loss_mask=())
+        return EnvEpisode(t.prompt_ids, empty, 0.0, turns=0, tool_calls=0, tool_errors=0, stop_reason=reason, messages=tuple(t.messages))
+    text = renderer.tokenizer.decode(t.ids, skip_special_tokens=True)
+    return EnvEpisode(
+        t.prompt_ids,
+        t.completion(text, truncated=reason == "truncated"),
+        reward,
+        turns=episode.turns,
+        tool_calls=episode.tool_calls,
+        tool_errors=episode.tool_errors,
+        stop_reason=reason,
+        messages=tuple(t.messages),
+    )
+
+
+def episode_metrics(episodes: Sequence[EnvEpisode]) -> dict[str, float]:
+    """tools/call_rate (episodes with a call), tools/calls_per_episode, tools/error_rate (of all
+    calls), env/turns_mean, env/time_limit_frac."""
+    calls = sum(e.tool_calls for e in episodes)
+    return {
+        "tools/call_rate": sum(e.tool_calls > 0 for e in episodes) / len(episodes),
+        "tools/calls_per_episode": calls / len(episodes),
+        "tools/error_rate": sum(e.tool_errors for e in episodes) / calls if calls else 0.0,
+        "env/turns_mean": sum(e.turns for e in episodes) / len(episodes),
+        "env/time_limit_frac": sum(e.stop_reason == "time_limit" for e in episodes) / len(episodes),
+    }
