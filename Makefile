@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps run test test-fast clean
+.PHONY: setup system-deps run calculator test test-fast clean
 
 setup: $(STAMP)
 
@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml | system-deps
 
 run: setup
 	$(VENV)/bin/flywheel train configs/quickstart.yaml
+
+calculator: setup
+	$(VENV)/bin/flywheel train configs/calculator.yaml
 
 test: setup
 	$(PY) -m pytest tests

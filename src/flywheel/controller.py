@@ -5,8 +5,8 @@
         failover); score it; queue it as finished.
     training side (train, one step after the other): take prompts_per_step finished groups (drop
         and count stale ones and, with dynamic sampling, uninformative ones) -> advantages
-        -> trainer.train_step -> publish weights -> every engine loads them in flight
-        -> evaluate / checkpoint as configured.
+        -> trainer.train_step -> publish weights -> every engine loads them in flight, while the
+        next step already trains (one version loading at a time) -> evaluate / checkpoint.
 
 Staleness. Engines serve version v once the weights of step v are loaded (version 0: initial).
 The gate admits a prompt only while accepted + running < (max_staleness + v + 1) * prompts_per_step,
@@ -246,6 +246,7 @@ class RolloutStream:
         self.readmit = deque(state["pending"])  # admitted before a resume, never finished
         self.running: dict[int, asyncio.Task] = {}
         self.finished: asyncio.Queue[Group | BaseException] = asyncio.Queue()
+        self.queued: set[int] = set()  # positions of the finished groups in the queue
         self.room_changed = asyncio.Event()
         self.generated_tokens = 0
         self._producer: asyncio.Task | None = None
@@ -279,6 +280,7 @@ class RolloutStream:
             self.router.release(position)
         self.accepted += 1
         self.generated_tokens += sum(len(e.completion.token_ids) for e in group.episodes)
+        self.queued.add(position)
         self.finished.put_nowait(group)
 
     async def _group(self, position: int) -> tuple[list[Episode], dict[str, float]]:
@@ -305,6 +307,7 @@ class RolloutStream:
         item = await self.finished.get()
         if isinstance(item, BaseException):
             raise item
+        self.queued.discard(item.position)
         return item
 
     def release(self, count: int = 1) -> None:
@@ -319,8 +322,7 @@ class RolloutStream:
 
     def pending(self) -> list[int]:
         """Positions admitted and not yet consumed: running, finished in the queue, or awaiting re-admission."""
-        queued = [item.position for item in self.finished._queue if isinstance(item, Group)]
-        return sorted([*self.running, *queued, *self.readmit])
+        return sorted([*self.running, *self.queued, *self.readmit])
 
     async def stop(self) -> None:
         tasks = [t for t in [self._producer, *self.running.values()] if t is not None]
@@ -416,7 +418,9 @@ async def eval_metrics(router: EngineRouter, tokenizer, tasks: TaskSet, config: 
 
 
 def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], generated_tokens: int, version: int) -> dict[str, float]:
-    """The rollout-side metrics of one step; seconds: wait_for_batch, train, sync, wait_for_weights, step."""
+    """The rollout-side metrics of one step. seconds: wait_for_batch (trainer starved), train,
+    sync (publishing, after the previous version's load), wait_for_weights (engines paused by the
+    previous load), step."""
     tokens = sum(len(e.completion.token_ids) for e in episodes)
     return {
         "step": step,
@@ -453,9 +457,16 @@ async def save_checkpoint(trainer: ray.actor.ActorHandle, directory: Path, step:
     await trainer.save_checkpoint.remote(str(directory))
     state = {
         "step": step, "next_position": stream.next_position, "pending": stream.pending(),
-        "accepted": stream.accepted - stream.finished.qsize(),  # finished groups still queued will be re-admitted
+        "accepted": stream.accepted - len(stream.queued),  # finished groups still queued will be re-admitted
     }
     (directory / "controller.json").write_text(json.dumps(state))
+
+
+async def load_everywhere(router: EngineRouter, stream: RolloutStream, path: str, version: int) -> float:
+    """Every engine loads ``version`` in flight, then the staleness gate widens; returns the pause."""
+    paused = await router.load_weights(path, version)
+    stream.serve(version)
+    return paused
 
 
 class RolloutDump:
@@ -521,6 +532,7 @@ async def _train(config: Config, workers: Workers) -> Path:
     path, version = await trainer.publish_weights.remote()
     await router.load_weights(path, version)
     stream = RolloutStream(router, tokenizer, tasks, config, state | {"version": version}, pipeline)
+    loading: asyncio.Task | None = None  # the engines loading the latest weights
     try:
         with RunProgress(config.run.steps, config.run.progress) as progress:
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
@@ -539,9 +551,9 @@ async def _train(config: Config, workers: Workers) -> Path:
                 for group in groups:
                     dump(group, "trained", version)
                 t2 = time.perf_counter()
+                paused = await loading if loading else 0.0  # one version in flight at a time
                 path, version = await trainer.publish_weights.remote()
-                paused = await router.load_weights(path, version)
-                stream.serve(version)
+                loading = asyncio.create_task(load_everywhere(router, stream, path, version))  # during the next step
                 t3 = time.perf_counter()
                 seconds = {"wait_for_batch_s": rollout_metrics.pop("timing/wait_for_batch_s"), "train_s": t2 - t1, "sync_s": t3 - t2,
                            "wait_for_weights_s": paused, "step_s": t3 - t0}
@@ -553,6 +565,7 @@ async def _train(config: Config, workers: Workers) -> Path:
                 for alert in pipeline.watch(step, row) if pipeline else []:  # raises HackingStop if asked to
                     progress.log(f"step {step:4d}  {alert}")
                 if step % config.eval.every == 0 or step == config.run.steps:
+                    await loading  # evaluate the weights of this step
                     row |= await eval_metrics(router, tokenizer, tasks, config)
                     progress.evaluated(row)
                 if step % config.run.checkpoint_every == 0:
@@ -563,6 +576,8 @@ async def _train(config: Config, workers: Workers) -> Path:
             await trainer.save_checkpoint.remote(str(run_dir / "final"), resumable=False)
             progress.log(f"done in {time.perf_counter() - started:.0f}s: final model in {run_dir / 'final'}")
     finally:
+        if loading:
+            await asyncio.gather(loading, return_exceptions=True)
         leftover = stream.pending()
         await stream.stop()
         for position in leftover:
