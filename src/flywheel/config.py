@@ -165,6 +165,8 @@ class RunConfig(Section):
 
 class JudgeConfig(Section):
     enabled: bool = Field(False, description="Add an LLM judge's score (weighted) to the reward.")
+    engine: Literal["endpoint", "policy", "own"] = Field("endpoint", description="Where the judge runs: an OpenAI-compatible endpoint (base_url), the policy's own vLLM engine, or a vLLM engine of its own in the run serving model_path.")
+    model_path: str | None = Field(None, description="Hugging Face model directory of the judge when engine is 'own'.")
     base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint of the judge (vLLM's server, a hosted API).")
     model: str = Field("judge", min_length=1, description="Model name sent to the endpoint.")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key (never logged); null: no key.")
@@ -175,6 +177,13 @@ class JudgeConfig(Section):
     max_retries: int = Field(3, ge=0, description="Retries of a failed request (connection error, timeout, 429, 5xx) before the run fails.")
     backoff_s: float = Field(1.0, ge=0, description="Back-off before retry i is backoff_s * 2**i seconds.")
     max_tokens: int = Field(256, ge=1, description="Token limit of the judge's reply.")
+
+
+    @model_validator(mode="after")
+    def _engine_has_a_model(self) -> "JudgeConfig":
+        if self.engine == "own" and not self.model_path:
+            raise ValueError("reward.judge.engine 'own' needs reward.judge.model_path (the judge model's directory)")
+        return self
 
 
 class RewardModelConfig(Section):

@@ -55,6 +55,7 @@ from flywheel.envs.rollout import episode_metrics, run_group
 from flywheel.monitor.metrics import MetricsLog, read_metrics
 from flywheel.monitor.progress import RunProgress
 from flywheel.rewards.exact import exact_match_reward
+from flywheel.rewards.judge import EngineBackend, Judge
 from flywheel.rewards.pipeline import RewardPipeline, Scorer, reward_model_scorer
 from flywheel.rollout.router import EngineRouter
 from flywheel.types import Completion, Episode, TrainBatch, collate
@@ -164,20 +165,38 @@ def task_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float],
     return [t["reward"] for t in tasks], {}
 
 
-def reward_pipeline(config: Config) -> tuple[RewardPipeline | None, ray.actor.ActorHandle | None]:
+def reward_pipeline(config: Config, policy_engine: ray.actor.ActorHandle) -> tuple[RewardPipeline | None, Callable[[], None]]:
     """The configured reward pipeline (the task's grade + judge + reward model, then the guards) and
-    the reward-model actor it uses; (None, None) when ``reward`` configures nothing beyond the task."""
+    a function stopping the actors it started (reward model, judge engine); None when ``reward``
+    configures nothing beyond the task's grade."""
     r = config.reward
+    models: list[ray.actor.ActorHandle] = []
+    engines: list[ray.actor.ActorHandle] = []
+
+    def stop() -> None:
+        for actor in models:
+            ray.kill(actor)
+        for engine in engines:
+            stop_engine(engine)
+
     if not (r.guards or r.judge.enabled or r.reward_model.path):
-        return None, None
-    scorers, actor = [Scorer("task", task_scores)], None
+        return None, stop
+    scorers, judge = [Scorer("task", task_scores)], None
     if r.reward_model.path:
         from flywheel.rewards.reward_model import RewardModel
 
         rm = r.reward_model
-        actor = ray.remote(RewardModel).options(num_cpus=0).remote(rm.path, batch_size=rm.batch_size, max_length=rm.max_length, threads=1)
-        scorers.append(reward_model_scorer(lambda texts: ray.get(actor.score.remote(texts)), rm.weight))
-    return RewardPipeline.from_config(r, rubric=None, scorers=scorers), actor
+        model = ray.remote(RewardModel).options(num_cpus=0).remote(rm.path, batch_size=rm.batch_size, max_length=rm.max_length, threads=1)
+        scorers.append(reward_model_scorer(lambda texts: ray.get(model.score.remote(texts)), rm.weight))
+        models.append(model)
+    if r.judge.enabled and r.judge.engine != "endpoint":  # a vLLM engine in the run; it cannot constrain output
+        if r.judge.engine == "own":
+            judge_config = config.model_copy(update={"model": config.model.model_copy(update={"path": r.judge.model_path}), "rollout": config.rollout.model_copy(update={"engines": 1})})
+            engines += start_engines(judge_config, cpus=0)
+        engine = engines[0] if r.judge.engine == "own" else policy_engine
+        path = r.judge.model_path if r.judge.engine == "own" else config.model.path
+        judge = Judge(EngineBackend(engine, path, max_tokens=r.judge.max_tokens, seed=config.run.seed), structured=False)
+    return RewardPipeline.from_config(r, rubric=None, scorers=scorers, judge=judge), stop
 
 
 def grade(episodes: list[Episode], task_rewards: list[float], problem: Problem | Task, config: Config, pipeline: RewardPipeline | None) -> tuple[list[Episode], dict[str, float]]:
@@ -521,7 +540,7 @@ async def _train(config: Config, workers: Workers) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     tasks = load_tasks(config)
     trainer, router = workers.trainer, EngineRouter(workers.engines)
-    pipeline, reward_model = reward_pipeline(config)
+    pipeline, stop_reward_actors = reward_pipeline(config, workers.engines[0])
     metrics_path = run_dir / "metrics.jsonl"
     if checkpoint is not None:
         await trainer.restore.remote(str(checkpoint))
@@ -584,6 +603,5 @@ async def _train(config: Config, workers: Workers) -> Path:
             dump(Group(position, []), "pending", version)
         log.close()
         dump.close()
-        if reward_model is not None:
-            ray.kill(reward_model)
+        stop_reward_actors()
     return run_dir

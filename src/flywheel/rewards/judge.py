@@ -197,7 +197,8 @@ class OpenAIBackend:
 
 class EngineBackend:
     """The run's own vLLM engine actor (`VLLMEngine`, the policy's or a judge's): the whole batch in one
-    `generate` call, prompts rendered with the chat template of the tokenizer at `tokenizer_path`.
+    `generate` call, prompts rendered with the chat template of the tokenizer at `tokenizer_path`
+    (plain text when it has none).
     Its `generate` cannot constrain output, so verdicts rely on the model following the prompt."""
 
     supports_schema = False
@@ -216,7 +217,10 @@ class EngineBackend:
         return [Reply(samples[0].text, 0, latency) for samples in outputs]
 
     def _ids(self, messages: Messages) -> list[int]:
-        rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        if self.tokenizer.chat_template is None:  # plain text, one message after the other
+            rendered = "\n".join(m["content"] for m in messages) + "\n"
+        else:
+            rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
 
 

@@ -66,11 +66,12 @@ class RewardPipeline:
         self.alert = alert or HackingAlert()
 
     @classmethod
-    def from_config(cls, config: RewardConfig, rubric: Rubric | None, scorers: Sequence[Scorer] = ()) -> RewardPipeline:
-        """Guards by name and the alert from `config`; the judge scorer too when `reward.judge.enabled`."""
+    def from_config(cls, config: RewardConfig, rubric: Rubric | None, scorers: Sequence[Scorer] = (), judge: Judge | None = None) -> RewardPipeline:
+        """Guards by name and the alert from `config`; the judge scorer too when `reward.judge.enabled`
+        (`judge`, or one on the configured endpoint)."""
         by_name = {g.name: g for g in default_guards()}
         if config.judge.enabled:
-            scorers = [*scorers, judge_scorer(build_judge(config.judge), config.judge.weight)]
+            scorers = [*scorers, judge_scorer(judge or build_judge(config.judge), config.judge.weight)]
         alert = HackingAlert(config.alert_threshold, config.alert_rise, config.alert_decay, config.stop_on_hacking)
         guards = [by_name[name] for name in config.guards]
         return cls(rubric, scorers, guards, mode=config.guard_mode, penalty=config.guard_penalty, alert=alert)
