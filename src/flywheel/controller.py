@@ -214,10 +214,14 @@ def grade(episodes: list[Episode], task_rewards: list[float], problem: Problem |
     return [replace(e, reward=reward.item()) for e, reward in zip(episodes, rewards)], metrics
 
 
-def score_group(prompt: list[int], problem: Problem, completions: list[Completion], config: Config, pipeline: RewardPipeline | None = None) -> tuple[list[Episode], dict[str, float]]:
-    """An addition group: graded by the exact answer, then as ``grade`` says."""
-    episodes = [Episode(prompt, c, 0.0) for c in completions]
-    return grade(episodes, [exact_match_reward(c.text, problem.answer) for c in completions], problem, config, pipeline)
+def addition_episodes(prompt: list[int], problem: Problem, completions: list[Completion]) -> tuple[list[Episode], list[float]]:
+    """An addition group's episodes (rewards still 0) and their exact-answer grades."""
+    return [Episode(prompt, c, 0.0) for c in completions], [exact_match_reward(c.text, problem.answer) for c in completions]
+
+
+def score_group(prompt: list[int], problem: Problem, completions: list[Completion], config: Config) -> list[Episode]:
+    """An addition group graded by the exact answer (and overlong shaping): for tests and benchmarks."""
+    return grade(*addition_episodes(prompt, problem, completions), problem, config, None)[0]
 
 
 def rollout(workers: Workers, tokenizer, problems: list[Problem], config: Config, seed: int) -> list[list[Episode]]:
@@ -226,7 +230,7 @@ def rollout(workers: Workers, tokenizer, problems: list[Problem], config: Config
     r = config.rollout
     prompts = [tokenizer.encode(p.prompt) for p in problems]
     generated = ray.get(workers.engines[0].generate.remote(prompts, r.group_size, r.temperature, r.max_new_tokens, seed))
-    return [score_group(prompt, problem, completions, config)[0] for prompt, problem, completions in zip(prompts, problems, generated)]
+    return [score_group(prompt, problem, completions, config) for prompt, problem, completions in zip(prompts, problems, generated)]
 
 
 @dataclass(frozen=True)
@@ -310,8 +314,7 @@ class RolloutStream:
         if self.tasks.env_factory is None:
             prompt = self.tokenizer.encode(problem.prompt)
             [completions] = await self.router.generate([prompt], r.group_size, r.temperature, r.max_new_tokens, seed, key=position)
-            episodes = [Episode(prompt, c, 0.0) for c in completions]
-            task_rewards, metrics = [exact_match_reward(c.text, problem.answer) for c in completions], {}
+            (episodes, task_rewards), metrics = addition_episodes(prompt, problem, completions), {}
         else:  # every turn of the group on one replica (its prefix cache holds the earlier turns)
             generate = partial(self.router.generate, key=position)
             episodes = await run_group(generate, self.tokenizer, self.tasks.env_factory, problem, r.group_size, r.temperature, r.max_new_tokens, seed)
@@ -542,11 +545,15 @@ async def _train(config: Config, workers: Workers) -> Path:
     trainer, router = workers.trainer, EngineRouter(workers.engines)
     pipeline, stop_reward_actors = reward_pipeline(config, workers.engines[0])
     metrics_path = run_dir / "metrics.jsonl"
-    if checkpoint is not None:
+    dump_path = run_dir / "rollouts.jsonl"
+    if checkpoint is not None:  # what came after the checkpoint is done again
         await trainer.restore.remote(str(checkpoint))
         kept = [row for row in read_metrics(metrics_path) if row["step"] < first_step]
         metrics_path.write_text("".join(json.dumps(row) + "\n" for row in kept))
-    log, dump = MetricsLog(metrics_path), RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
+        if dump_path.is_file():  # a group trained at step k was trained on version k - 1
+            fates = [row for row in read_metrics(dump_path) if row["fate"] != "pending" and row["trainer_version"] < first_step - 1]
+            dump_path.write_text("".join(json.dumps(row) + "\n" for row in fates))
+    log, dump = MetricsLog(metrics_path), RolloutDump(dump_path if config.run.dump_rollouts else None)
     started = time.perf_counter()
     path, version = await trainer.publish_weights.remote()
     await router.load_weights(path, version)

@@ -86,7 +86,7 @@ def test_staleness_zero_equals_generate_then_train(fresh_workers, tmp_path):
             problem = train_set[prompt_indices(len(train_set), position, 1, config.run.seed)[0]]
             prompt = tokenizer.encode(problem.prompt)
             [completions] = ray.get(workers.engines[0].generate.remote([prompt], r.group_size, r.temperature, r.max_new_tokens, group_seed(config.run.seed, position)))
-            groups.append(score_group(prompt, problem, completions, config)[0])
+            groups.append(score_group(prompt, problem, completions, config))
         rows = dumped[(step - 1) * batch_size : step * batch_size]
         assert [row["position"] for row in rows] == list(range((step - 1) * batch_size, step * batch_size))
         assert [row["token_ids"] for row in rows] == [[e.completion.token_ids for e in g] for g in groups]

@@ -7,11 +7,15 @@ from flywheel.config import load_config
 from flywheel.controller import train
 
 REPO = Path(__file__).resolve().parents[2]
-COMMON = ["run.checkpoint_every=2", "eval.every=2", "run.progress=false", "rollout.prompts_per_step=16"]
+COMMON = ["run.checkpoint_every=2", "eval.every=2", "run.progress=false", "rollout.prompts_per_step=16", "run.dump_rollouts=true"]
+
+
+def rows_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def rows(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return rows_of(run_dir / "metrics.jsonl")
 
 
 def test_resume_is_exact(fresh_workers, tmp_path):
@@ -33,3 +37,8 @@ def test_resume_is_exact(fresh_workers, tmp_path):
             if key in want:
                 assert have[key] == want[key], (want["step"], key, want[key], have[key])
 
+    # every prompt trained exactly once, on the same tokens: the steps redone after the checkpoint replaced theirs
+    def trained(run_dir: Path) -> list[tuple]:
+        return [(r["position"], r["trainer_version"], r["token_ids"]) for r in rows_of(run_dir / "rollouts.jsonl") if r["fate"] == "trained"]
+
+    assert trained(cut) == trained(whole) and len(trained(whole)) == 4 * 16
