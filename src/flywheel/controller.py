@@ -263,7 +263,7 @@ class RolloutStream:
 
     def __init__(self, router: EngineRouter, tokenizer, tasks: TaskSet, config: Config, state: dict, pipeline: RewardPipeline | None) -> None:
         self.router, self.tokenizer, self.tasks, self.config, self.pipeline = router, tokenizer, tasks, config, pipeline
-        self.version = state["version"]
+        self.version = 0  # the version the engines serve: set by serve()
         self.accepted = state["accepted"]
         self.next_position = state["next_position"]
         self.readmit = deque(state["pending"])  # admitted before a resume, never finished
@@ -555,9 +555,9 @@ async def _train(config: Config, workers: Workers) -> Path:
             dump_path.write_text("".join(json.dumps(row) + "\n" for row in fates))
     log, dump = MetricsLog(metrics_path), RolloutDump(dump_path if config.run.dump_rollouts else None)
     started = time.perf_counter()
+    stream = RolloutStream(router, tokenizer, tasks, config, state, pipeline)
     path, version = await trainer.publish_weights.remote()
-    await router.load_weights(path, version)
-    stream = RolloutStream(router, tokenizer, tasks, config, state | {"version": version}, pipeline)
+    await load_everywhere(router, stream, path, version)
     loading: asyncio.Task | None = None  # the engines loading the latest weights
     try:
         with RunProgress(config.run.steps, config.run.progress) as progress:
