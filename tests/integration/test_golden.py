@@ -1,0 +1,30 @@
+"""The refactor guard: 20 quickstart steps (fp32, CPU, synchronous) reproduce the golden per-step
+numbers exactly. A change meant to move numbers regenerates the file on purpose:
+
+    FLYWHEEL_WRITE_GOLDEN=1 .venv/bin/python -m pytest tests/integration/test_golden.py
+"""
+
+import json
+import os
+from pathlib import Path
+
+from flywheel.config import load_config
+from flywheel.controller import train
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests/golden/quickstart_20_steps.jsonl"
+#: golden name -> metric name in metrics.jsonl
+KEYS = {"loss": "loss", "reward": "reward/mean", "grad_norm": "grad_norm", "entropy": "entropy"}
+
+
+def test_quickstart_reproduces_the_golden_numbers(fresh_workers, tmp_path):
+    config = load_config(REPO / "configs/quickstart.yaml", ["run.steps=20", "eval.every=100", "eval.greedy=false", "run.progress=false", f"run.output_dir={tmp_path}"])
+    run_dir = train(config, fresh_workers(config))
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
+    got = [{"step": r["step"]} | {name: r[key] for name, key in KEYS.items()} for r in rows]
+    if os.environ.get("FLYWHEEL_WRITE_GOLDEN"):
+        GOLDEN.write_text("".join(json.dumps(row) + "\n" for row in got))
+    want = [json.loads(line) for line in GOLDEN.read_text().splitlines()]
+    assert len(want) == 20
+    for w, g in zip(want, got, strict=True):
+        assert g == w, (w["step"], w, g)
