@@ -18,6 +18,7 @@ import ray
 from flywheel.config import PRESETS, load_config
 from flywheel.controller import Workers, start_engines, start_trainer, train
 from flywheel.monitor.metrics import read_metrics
+from flywheel.weights.file import FileTransport
 
 HERE = Path(__file__).resolve().parent
 
@@ -37,7 +38,7 @@ def main() -> None:
             [f"algorithm.preset={preset}", f"run.steps={args.steps}", f"eval.every={args.steps}",
              f"run.checkpoint_every={args.steps}", f"run.output_dir={out_dir}", f"run.name={preset}", "run.progress=false"],
         )
-        trainer = start_trainer(config, out_dir / f"weights-{preset}")
+        trainer = start_trainer(config, FileTransport(out_dir / f"weights-{preset}"))
         run_dir = train(config, Workers(engines, trainer))
         ray.kill(trainer)
         rows = read_metrics(run_dir / "metrics.jsonl")

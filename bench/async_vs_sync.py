@@ -4,7 +4,7 @@ and eval accuracy against wall-clock.
     .venv/bin/python bench/async_vs_sync.py --steps 100
 
 Both runs get the same two cores split the same way: the engine's compute threads on core 0
-(rollout.cpu_bind=0), the trainer on core 1 (one thread). Sync is max_staleness 0 (generate, then
+(engine.cpu_bind=0), the trainer on core 1 (one thread). Sync is max_staleness 0 (generate, then
 train), async is max_staleness --staleness (generation runs while the trainer trains). Fresh engine
 and trainer per run; writes bench/results/async_vs_sync.json and bench/async_vs_sync.md.
 """
@@ -23,7 +23,7 @@ from flywheel.controller import train
 from flywheel.monitor.metrics import read_metrics
 
 HERE = Path(__file__).resolve().parent
-SPLIT_CORES = ["rollout.cpu_bind='0'", "trainer.threads=1", "trainer.cpu_affinity=[1]"]
+SPLIT_CORES = ["engine.cpu_bind='0'", "trainer.threads=1", "trainer.cpu_affinity=[1]"]
 
 
 def run(mode: str, staleness: int, args, out_dir: Path) -> dict:

@@ -18,7 +18,7 @@ import ray
 from transformers import AutoTokenizer
 
 from flywheel.config import load_config
-from flywheel.controller import start_engines, stop_engine
+from flywheel.controller import start_engines
 from flywheel.envs.registry import make_env
 from flywheel.envs.rollout import EnvEpisode, episode_metrics, run_group
 
@@ -41,7 +41,7 @@ def summary(episodes: list[EnvEpisode]) -> dict[str, float]:
 
 async def rollout(engine, tokenizer, samples: int, temperature: float, tasks) -> list[EnvEpisode]:
     groups = await asyncio.gather(
-        *(run_group(engine.generate.remote, tokenizer, lambda: make_env("calculator"), t, samples, temperature, MAX_TOKENS, seed=1000 * k) for k, t in enumerate(tasks))
+        *(run_group(engine, tokenizer, lambda: make_env("calculator"), t, samples, temperature, MAX_TOKENS, seed=1000 * k) for k, t in enumerate(tasks))
     )
     return [e for g in groups for e in g]
 
@@ -61,7 +61,7 @@ def main() -> None:
             "greedy": summary(asyncio.run(rollout(engine, tokenizer, 1, 0.0, tasks))),
         }
     finally:
-        stop_engine(engine)
+        engine.shutdown()
         ray.shutdown()
     (HERE / "results/calc_tool_calls.json").write_text(json.dumps(results, indent=2) + "\n")
     keys = ["tool_call_rate", "well_formed_call_rate", "accuracy", "accuracy_when_calling", "tools/calls_per_episode", "tools/error_rate", "env/turns_mean"]

@@ -8,13 +8,17 @@ names the key; the resolved config is written into the run directory.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic.types import Discriminator
 
 from flywheel.algorithms.aggregation import AGGREGATIONS
+from flywheel.engines.config import EngineConfig, VLLMConfig
 from flywheel.rewards.guards import default_guards
+from flywheel.weights.config import FileTransportConfig, TransportConfig
 
 GUARDS = tuple(g.name for g in default_guards())
 
@@ -70,10 +74,7 @@ class RolloutConfig(Section):
     group_size: int = Field(8, ge=2, description="Completions sampled per prompt (the GRPO group).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of training rollouts.")
     max_new_tokens: int = Field(8, ge=1, description="Completion length limit in tokens.")
-    kv_cache_gib: int = Field(1, ge=1, description="vLLM KV-cache memory in GiB on CPU (VLLM_CPU_KVCACHE_SPACE, whole GiB).")
-    gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="Fraction of GPU memory vLLM may use (GPU only).")
-    cpu_bind: str = Field("auto", min_length=1, description="CPU cores of the engine's compute threads on CPU, e.g. '0' or '0-3' (VLLM_CPU_OMP_THREADS_BIND).")
-    engines: int = Field(1, ge=1, description="vLLM engine replicas behind the router (least outstanding work first).")
+    engines: int = Field(1, ge=1, description="Engine replicas behind the router (least outstanding work first).")
     max_staleness: int = Field(0, ge=0, description="Weight versions a trained token may lag the trainer by: 0 is synchronous, more overlaps generation with training.")
 
 
@@ -215,6 +216,8 @@ class Config(Section):
     model: ModelConfig = ModelConfig()
     task: TaskConfig = TaskConfig()
     rollout: RolloutConfig = RolloutConfig()
+    engine: EngineConfig = VLLMConfig()
+    weights: TransportConfig = FileTransportConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()
     trainer: TrainerConfig = TrainerConfig()
     eval: EvalConfig = EvalConfig()
@@ -253,22 +256,43 @@ def _parse_override(text: str) -> tuple[str, Any]:
 
 
 def _describe(error: dict[str, Any]) -> str:
-    key = ".".join(str(part) for part in error["loc"]) or "config"
+    keys, section = _walk(error["loc"])
+    key = ".".join(keys) or "config"
     if error["type"] == "extra_forbidden":
-        section = _section_of(error["loc"][:-1])
         known = ", ".join(section.model_fields) if section else ""
         return f"unknown key '{key}' (known keys here: {known})"
     return f"bad value for '{key}': {error['msg'].rstrip('.')} (got {error['input']!r})"
 
 
-def _section_of(loc: tuple) -> type[BaseModel] | None:
-    model: type[BaseModel] = Config
-    for part in loc:
-        field = model.model_fields.get(str(part))
-        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
-            return None
-        model = field.annotation
-    return model
+def _walk(loc: tuple) -> tuple[list[str], type[BaseModel] | None]:
+    """The keys of an error location as the user wrote them (without the member name pydantic adds
+    inside a section keyed on ``name``, such as ``engine``) and the section holding the last key."""
+    keys: list[str] = []
+    holder, model, members = None, Config, None
+    for part in map(str, loc):
+        if members is not None:  # the member the section's ``name`` chose: not a key
+            model, members = members.get(part), None
+            continue
+        keys.append(part)
+        holder = model
+        model, members = _section(model.model_fields.get(part) if model else None)
+    return keys, holder
+
+
+def _section(field: FieldInfo | None) -> tuple[type[BaseModel] | None, dict[str, type[BaseModel]] | None]:
+    """The section a field holds, or (None, its members by name) for a union keyed on ``name``."""
+    if field is None:
+        return None, None
+    if any(isinstance(m, Discriminator) for m in field.metadata):
+        return None, {m.model_fields["name"].default: m for m in _models(field.annotation)}
+    plain = field.annotation
+    return (plain if isinstance(plain, type) and issubclass(plain, BaseModel) else None), None
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models(arg)]
 
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:

@@ -48,6 +48,9 @@ from flywheel.algorithms.dapo import informative_groups, overlong_penalty
 from flywheel.algorithms.gae import gae_advantages, masked_whiten, terminal_rewards
 from flywheel.algorithms.select import sequence_advantages
 from flywheel.config import Config, dump_config
+from flywheel.engines import engine_class
+from flywheel.engines.base import Engine
+from flywheel.engines.remote import RemoteEngine
 from flywheel.envs.arithmetic import Problem, make_splits
 from flywheel.envs.base import Environment, Task
 from flywheel.envs.registry import make_env
@@ -59,27 +62,32 @@ from flywheel.rewards.judge import EngineBackend, Judge
 from flywheel.rewards.pipeline import RewardPipeline, Scorer, reward_model_scorer
 from flywheel.rollout.router import EngineRouter
 from flywheel.types import Completion, Episode, TrainBatch, collate
-from flywheel.weights import shm
+from flywheel.weights import open_transport
+from flywheel.weights.base import WeightTransport, WeightUpdate
 
 
 @dataclass
 class Workers:
-    """Ray actor handles of one run: VLLMEngine replicas and a Trainer."""
+    """The workers of one run: engine replicas and a Trainer actor."""
 
-    engines: list[ray.actor.ActorHandle]
+    engines: list[Engine]
     trainer: ray.actor.ActorHandle
 
     def sync_weights(self) -> int:
         """Trainer publishes, every engine loads; returns the version the engines now serve."""
-        path, version = ray.get(self.trainer.publish_weights.remote())
-        ray.get([engine.load_weights.remote(path, version) for engine in self.engines])
-        return version
+        update: WeightUpdate = ray.get(self.trainer.publish_weights.remote())
+
+        async def load_all() -> None:
+            await asyncio.gather(*(engine.load_weights(update) for engine in self.engines))
+
+        asyncio.run(load_all())
+        return update.version
 
     def shutdown(self) -> None:
         ray.get(self.trainer.close.remote())
         ray.kill(self.trainer)
         for engine in self.engines:
-            stop_engine(engine)
+            engine.shutdown()
 
 
 def _init_ray() -> None:
@@ -87,33 +95,22 @@ def _init_ray() -> None:
         ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False, logging_level="error")
 
 
-def start_engines(config: Config, cpus: float = 1.0) -> list[ray.actor.ActorHandle]:
-    """Starts Ray if needed, then ``rollout.engines`` VLLMEngine actors sharing ``cpus`` CPUs
-    (and half a GPU if there is one)."""
-    from flywheel.engines.vllm import VLLMEngine, engine_env
-
+def start_engines(config: Config, cpus: float = 1.0) -> list[Engine]:
+    """Starts Ray if needed, then ``rollout.engines`` actors of the configured engine (``engine.name``)
+    sharing ``cpus`` CPUs (and half a GPU if there is one)."""
     _init_ray()
     count = config.rollout.engines
-    options = {"num_cpus": cpus / count, "num_gpus": _gpu_share() / count, "runtime_env": {"env_vars": engine_env(config)}}
-    engines = [ray.remote(VLLMEngine).options(**options).remote(config) for _ in range(count)]
-    ray.get([engine.__ray_ready__.remote() for engine in engines])
-    return engines
+    actor = ray.remote(engine_class(config.engine)).options(num_cpus=cpus / count, num_gpus=_gpu_share() / count)
+    actors = [actor.remote(config) for _ in range(count)]
+    ray.get([a.__ray_ready__.remote() for a in actors])
+    return [RemoteEngine(a) for a in actors]
 
 
-def stop_engine(engine: ray.actor.ActorHandle) -> None:
-    """Shuts vLLM's engine-core process down, then the actor (which may be dead already)."""
-    try:
-        ray.get(engine.shutdown.remote(), timeout=30)
-    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-        pass
-    ray.kill(engine)
-
-
-def start_trainer(config: Config, weights_dir: Path) -> ray.actor.ActorHandle:
-    """A Trainer actor on one CPU (half a GPU if there is one), publishing weights into weights_dir."""
+def start_trainer(config: Config, transport: WeightTransport) -> ray.actor.ActorHandle:
+    """A Trainer actor on one CPU (half a GPU if there is one), publishing weights through ``transport``."""
     from flywheel.trainer.trainer import Trainer
 
-    trainer = ray.remote(Trainer).options(num_cpus=1, num_gpus=_gpu_share()).remote(config, str(weights_dir))
+    trainer = ray.remote(Trainer).options(num_cpus=1, num_gpus=_gpu_share()).remote(config, transport)
     ray.get(trainer.__ray_ready__.remote())
     return trainer
 
@@ -165,19 +162,19 @@ def task_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float],
     return [t["reward"] for t in tasks], {}
 
 
-def reward_pipeline(config: Config, policy_engine: ray.actor.ActorHandle) -> tuple[RewardPipeline | None, Callable[[], None]]:
+def reward_pipeline(config: Config, policy_engine: Engine) -> tuple[RewardPipeline | None, Callable[[], None]]:
     """The configured reward pipeline (the task's grade + judge + reward model, then the guards) and
     a function stopping the actors it started (reward model, judge engine); None when ``reward``
     configures nothing beyond the task's grade."""
     r = config.reward
     models: list[ray.actor.ActorHandle] = []
-    engines: list[ray.actor.ActorHandle] = []
+    engines: list[Engine] = []
 
     def stop() -> None:
         for actor in models:
             ray.kill(actor)
         for engine in engines:
-            stop_engine(engine)
+            engine.shutdown()
 
     if not (r.guards or r.judge.enabled or r.reward_model.path):
         return None, stop
@@ -229,7 +226,7 @@ def rollout(workers: Workers, tokenizer, problems: list[Problem], config: Config
     seed + i): a blocking helper for tests and benchmarks."""
     r = config.rollout
     prompts = [tokenizer.encode(p.prompt) for p in problems]
-    generated = ray.get(workers.engines[0].generate.remote(prompts, r.group_size, r.temperature, r.max_new_tokens, seed))
+    generated = asyncio.run(workers.engines[0].generate(prompts, r.group_size, r.temperature, r.max_new_tokens, seed))
     return [score_group(prompt, problem, completions, config) for prompt, problem, completions in zip(prompts, problems, generated)]
 
 
@@ -316,8 +313,7 @@ class RolloutStream:
             [completions] = await self.router.generate([prompt], r.group_size, r.temperature, r.max_new_tokens, seed, key=position)
             (episodes, task_rewards), metrics = addition_episodes(prompt, problem, completions), {}
         else:  # every turn of the group on one replica (its prefix cache holds the earlier turns)
-            generate = partial(self.router.generate, key=position)
-            episodes = await run_group(generate, self.tokenizer, self.tasks.env_factory, problem, r.group_size, r.temperature, r.max_new_tokens, seed)
+            episodes = await run_group(self.router.pinned(position), self.tokenizer, self.tasks.env_factory, problem, r.group_size, r.temperature, r.max_new_tokens, seed)
             task_rewards, metrics = [e.reward for e in episodes], episode_metrics(episodes)
         if self.pipeline is None:
             graded, reward_metrics = grade(episodes, task_rewards, problem, self.config, None)
@@ -426,7 +422,7 @@ async def evaluate(router: EngineRouter, tokenizer, tasks: TaskSet, temperature:
         prompts = [tokenizer.encode(p.prompt) for p in tasks.eval]
         groups = await router.generate(prompts, 1, temperature, max_tokens, seed)
         return {"accuracy": sum(exact_match_reward(g[0].text, p.answer) for g, p in zip(groups, tasks.eval)) / len(tasks.eval)}
-    runs = (run_group(router.generate, tokenizer, tasks.env_factory, task, 1, temperature, max_tokens, seed + k) for k, task in enumerate(tasks.eval))
+    runs = (run_group(router, tokenizer, tasks.env_factory, task, 1, temperature, max_tokens, seed + k) for k, task in enumerate(tasks.eval))
     episodes = [e for group in await asyncio.gather(*runs) for e in group]
     return {"accuracy": sum(e.reward for e in episodes) / len(episodes)} | episode_metrics(episodes)
 
@@ -484,10 +480,10 @@ async def save_checkpoint(trainer: ray.actor.ActorHandle, directory: Path, step:
     (directory / "controller.json").write_text(json.dumps(state))
 
 
-async def load_everywhere(router: EngineRouter, stream: RolloutStream, path: str, version: int) -> float:
-    """Every engine loads ``version`` in flight, then the staleness gate widens; returns the pause."""
-    paused = await router.load_weights(path, version)
-    stream.serve(version)
+async def load_everywhere(router: EngineRouter, stream: RolloutStream, update: WeightUpdate) -> float:
+    """Every engine loads ``update`` in flight, then the staleness gate widens; returns the pause."""
+    paused = await router.load_weights(update)
+    stream.serve(update.version)
     return paused
 
 
@@ -521,7 +517,7 @@ def train(config: Config, workers: Workers | None = None) -> Path:
     dropped and recomputed; with max_staleness = 0 the continued run equals the uninterrupted one.
     """
     own_workers, own_ray = workers is None, not ray.is_initialized()
-    workers = workers or Workers(start_engines(config), start_trainer(config, shm.default_directory()))
+    workers = workers or Workers(start_engines(config), start_trainer(config, open_transport(config.weights)))
     try:
         return asyncio.run(_train(config, workers))
     finally:
@@ -556,8 +552,9 @@ async def _train(config: Config, workers: Workers) -> Path:
     log, dump = MetricsLog(metrics_path), RolloutDump(dump_path if config.run.dump_rollouts else None)
     started = time.perf_counter()
     stream = RolloutStream(router, tokenizer, tasks, config, state, pipeline)
-    path, version = await trainer.publish_weights.remote()
-    await load_everywhere(router, stream, path, version)
+    update = await trainer.publish_weights.remote()
+    await load_everywhere(router, stream, update)
+    version = update.version
     loading: asyncio.Task | None = None  # the engines loading the latest weights
     try:
         with RunProgress(config.run.steps, config.run.progress) as progress:
@@ -578,8 +575,9 @@ async def _train(config: Config, workers: Workers) -> Path:
                     dump(group, "trained", version)
                 t2 = time.perf_counter()
                 paused = await loading if loading else 0.0  # one version in flight at a time
-                path, version = await trainer.publish_weights.remote()
-                loading = asyncio.create_task(load_everywhere(router, stream, path, version))  # during the next step
+                update = await trainer.publish_weights.remote()
+                version = update.version
+                loading = asyncio.create_task(load_everywhere(router, stream, update))  # during the next step
                 t3 = time.perf_counter()
                 seconds = {"wait_for_batch_s": rollout_metrics.pop("timing/wait_for_batch_s"), "train_s": t2 - t1, "sync_s": t3 - t2,
                            "wait_for_weights_s": paused, "step_s": t3 - t0}

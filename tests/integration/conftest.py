@@ -6,7 +6,8 @@ import pytest
 import ray
 
 from flywheel.config import Config, load_config
-from flywheel.controller import Workers, start_engines, start_trainer, stop_engine
+from flywheel.controller import Workers, start_engines, start_trainer
+from flywheel.weights.file import FileTransport
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +20,7 @@ def shared_engine(config):
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="error")  # room for extra replicas
     [engine] = start_engines(config)
     yield engine
-    stop_engine(engine)
+    engine.shutdown()
     ray.shutdown()
 
 
@@ -40,7 +41,7 @@ def fresh_workers(shared_engine, tmp_path_factory):
 
     def make(config: Config) -> Workers:
         retire()
-        trainers.append(start_trainer(config, tmp_path_factory.mktemp("weights")))
+        trainers.append(start_trainer(config, FileTransport(tmp_path_factory.mktemp("weights"))))
         workers = Workers([shared_engine], trainers[-1])
         workers.sync_weights()
         return workers

@@ -14,10 +14,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flywheel.config import load_config
 from flywheel.controller import Workers, build_batch, group_seed, prompt_indices, score_group, train
+from flywheel.engines.remote import RemoteEngine
 from flywheel.engines.vllm import VLLMEngine
 from flywheel.envs.arithmetic import make_splits
 from flywheel.trainer.trainer import Trainer
-from flywheel.weights import shm
+from flywheel.weights.file import FileTransport
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,14 +44,14 @@ def test_weights_land_while_requests_are_in_flight(shared_engine, config, tmp_pa
     prompts = [tokenizer.encode(p.prompt) for p in make_splits(3, 3, 1024, 1)[0]]  # several seconds of generation
 
     # the version the engine serves now (earlier tests moved it); the first step of an engine is slow, too
-    old = ray.get(shared_engine.generate.remote(prompts[:1], 1, 1.0, 8, 0))[0][0].weight_version
+    old = asyncio.run(shared_engine.generate(prompts[:1], 1, 1.0, 8, 0))[0][0].weight_version
     new = old + 1
-    path = shm.publish(uniform, tmp_path, version=new)
+    update = FileTransport(tmp_path).publish(uniform, version=new)
 
     async def generate_and_update():
-        generating = shared_engine.generate.remote(prompts, 8, 1.0, 8, 0)
+        generating = asyncio.create_task(shared_engine.generate(prompts, 8, 1.0, 8, 0))
         await asyncio.sleep(1.0)  # requests join and leave the running batch continuously: some are mid-way
-        paused = await shared_engine.load_weights.remote(str(path), new)
+        paused = await shared_engine.load_weights(update)
         return await generating, paused
 
     groups, paused = asyncio.run(generate_and_update())
@@ -85,7 +86,7 @@ def test_staleness_zero_equals_generate_then_train(fresh_workers, tmp_path):
         for position in range((step - 1) * batch_size, step * batch_size):
             problem = train_set[prompt_indices(len(train_set), position, 1, config.run.seed)[0]]
             prompt = tokenizer.encode(problem.prompt)
-            [completions] = ray.get(workers.engines[0].generate.remote([prompt], r.group_size, r.temperature, r.max_new_tokens, group_seed(config.run.seed, position)))
+            [completions] = asyncio.run(workers.engines[0].generate([prompt], r.group_size, r.temperature, r.max_new_tokens, group_seed(config.run.seed, position)))
             groups.append(score_group(prompt, problem, completions, config))
         rows = dumped[(step - 1) * batch_size : step * batch_size]
         assert [row["position"] for row in rows] == list(range((step - 1) * batch_size, step * batch_size))
@@ -114,7 +115,7 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
     config = run_config(tmp_path, "run.steps=8", "rollout.max_staleness=1")
     workers = fresh_workers(config)
     slow_engine = ray.remote(SlowEngine).options(num_cpus=0.5).remote(config)
-    slow_trainer = ray.remote(SlowTrainer).options(num_cpus=1).remote(config, str(tmp_path / "weights"))
+    slow_trainer = ray.remote(SlowTrainer).options(num_cpus=1).remote(config, FileTransport(tmp_path / "weights"))
     ray.get([slow_engine.__ray_ready__.remote(), slow_trainer.__ray_ready__.remote()])
     ray.get(workers.trainer.close.remote())
     def kill_after_step_3():  # the slow replica always holds requests: they die with it
@@ -126,7 +127,7 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
     killer = threading.Thread(target=kill_after_step_3, daemon=True)
     killer.start()
     try:
-        run_dir = train(config, Workers([shared_engine, slow_engine], slow_trainer))
+        run_dir = train(config, Workers([shared_engine, RemoteEngine(slow_engine)], slow_trainer))
     finally:
         killer.join(timeout=5)
         ray.kill(slow_engine)

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import pytest
-import ray
 from transformers import AutoTokenizer
 
 from flywheel.envs.base import StepResult, Task, final
@@ -47,7 +46,7 @@ def tokenizer(config):
 
 def test_multi_turn_episodes_append_env_turns_with_zero_mask(shared_engine, tokenizer):
     task = Task("123+456=", "999999")  # never right: every episode runs max_turns turns
-    episodes = asyncio.run(run_group(shared_engine.generate.remote, tokenizer, lambda: Retry(max_turns=3), task, n=8, temperature=1.0, max_tokens=8, seed=5))
+    episodes = asyncio.run(run_group(shared_engine, tokenizer, lambda: Retry(max_turns=3), task, n=8, temperature=1.0, max_tokens=8, seed=5))
     prompt = tokenizer.encode("123+456=")
     for e in episodes:
         assert e.prompt_ids == prompt and e.reward == 0.0
@@ -79,7 +78,7 @@ def test_the_time_limit_ends_episodes(shared_engine, tokenizer):
 
     async def timed():  # asyncio.run itself then waits for the abandoned step threads to finish
         t0 = time.monotonic()
-        episodes = await run_group(shared_engine.generate.remote, tokenizer, slow, Task("1+1=", "2"), n=4, temperature=1.0, max_tokens=8, seed=0)
+        episodes = await run_group(shared_engine, tokenizer, slow, Task("1+1=", "2"), n=4, temperature=1.0, max_tokens=8, seed=0)
         return episodes, time.monotonic() - t0
 
     episodes, seconds = asyncio.run(timed())
@@ -93,7 +92,7 @@ def test_many_groups_in_flight_score_like_the_arithmetic_env(shared_engine, toke
     tasks = env.tasks(64, seed=0)
 
     async def all_groups():
-        return await asyncio.gather(*(run_group(shared_engine.generate.remote, tokenizer, lambda: make_env("arithmetic"), t, 8, 1.0, 8, 100 + 8 * k) for k, t in enumerate(tasks)))
+        return await asyncio.gather(*(run_group(shared_engine, tokenizer, lambda: make_env("arithmetic"), t, 8, 1.0, 8, 100 + 8 * k) for k, t in enumerate(tasks)))
 
     groups = asyncio.run(all_groups())
     episodes = [e for g in groups for e in g]
@@ -106,7 +105,7 @@ def test_many_groups_in_flight_score_like_the_arithmetic_env(shared_engine, toke
 
 def test_stop_strings_end_a_turn_and_stay_in_it(shared_engine, tokenizer):
     prompts = [tokenizer.encode(f"{a}+{a}=") for a in (125, 250, 375, 455)]
-    groups = ray.get(shared_engine.generate.remote(prompts, 8, 1.0, 8, 0, ["5"]))
+    groups = asyncio.run(shared_engine.generate(prompts, 8, 1.0, 8, 0, ["5"]))
     stopped = [c for g in groups for c in g if "5" in c.text]
     assert len(stopped) > 4
     for c in stopped:

@@ -11,7 +11,7 @@ from tiny_models import save_causal_lm
 from transformers import AutoModelForCausalLM
 
 from flywheel.config import Config, ModelConfig
-from flywheel.controller import start_engines, stop_engine
+from flywheel.controller import start_engines
 from flywheel.rewards.judge import EngineBackend, Judge, JudgeItem, build_prompt
 
 MAX_TOKENS = 16
@@ -27,7 +27,7 @@ def engine(model_path):
     started = not ray.is_initialized()
     [handle] = start_engines(Config(model=ModelConfig(path=model_path)))
     yield handle
-    stop_engine(handle)
+    handle.shutdown()
     if started:
         ray.shutdown()
 

@@ -8,6 +8,7 @@ import torch
 from flywheel.config import load_config
 from flywheel.trainer.trainer import Trainer
 from flywheel.types import TrainBatch
+from flywheel.weights.file import FileTransport
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,7 +20,7 @@ def batch(advantage: float) -> TrainBatch:
 
 
 def test_nonfinite_step_is_skipped_and_weights_unchanged(tmp_path):
-    trainer = Trainer(load_config(REPO / "configs/quickstart.yaml", ["trainer.minibatches=1"]), str(tmp_path))
+    trainer = Trainer(load_config(REPO / "configs/quickstart.yaml", ["trainer.minibatches=1"]), FileTransport(tmp_path))
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     metrics = trainer.train_step(batch(math.nan))
     assert metrics["train/nonfinite_skipped"] == 1.0

@@ -1,27 +1,46 @@
-"""The engine seam: everything the rollout side needs from an inference engine (a Ray actor in a run)."""
+"""The engine seam: everything the router, ``run_group``, the judge and the controller need from an
+inference engine. Callers hold ``Engine`` objects (in a run, ``engines.remote.RemoteEngine`` over a
+Ray actor running an implementation such as ``engines.vllm.VLLMEngine``), never raw actor handles.
+"""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from flywheel.types import Completion
+from flywheel.weights.base import WeightUpdate
+
+
+class EngineDied(RuntimeError):
+    """The engine's process is gone: its requests in flight are lost (the caller may resubmit them)."""
 
 
 class Engine(Protocol):
-    weight_version: int
-
     async def generate(
         self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
     ) -> list[list[Completion]]:
-        """``n`` completions of each prompt (token ids), with per-token logprobs and weight versions;
-        a completion also ends after any of the ``stop`` strings, which it keeps."""
+        """``n`` sampled completions of each prompt (token ids, no padding): ``[len(prompts)][n]``.
+
+        Prompt i samples with seed ``seed + i``: the same call on the same weights returns the same
+        tokens. Each completion has at most ``max_tokens`` tokens and ends at end-of-sequence, at the
+        limit (``truncated``), or after one of the ``stop`` strings, which its text keeps. Per token it
+        carries the engine's logprob under the weights that sampled it and that weights' version
+        (``Completion.weight_versions``, non-decreasing along the completion; 0 before any
+        ``load_weights``). Raises ``EngineDied`` if the engine's process dies meanwhile.
+        """
         ...
 
-    async def load_weights(self, path: str, version: int) -> float:
-        """Loads the weights published at ``path`` in place, without dropping requests in flight;
-        tokens generated afterwards carry ``version``. Returns the seconds generation was paused."""
+    async def load_weights(self, update: WeightUpdate) -> float:
+        """Replaces every weight of the model with the tensors of ``update`` in place, without dropping
+        or restarting requests in flight, and returns the seconds generation was paused.
+
+        Guarantees, once it returns: every token sampled from then on comes from the new weights and
+        carries ``update.version``; no token is labelled with a version newer than the weights that
+        produced it (a token in transit during the swap may carry the older one); cached prefixes of
+        the old weights are not reused. Raises ``EngineDied`` if the engine's process dies meanwhile.
+        """
         ...
 
     def shutdown(self) -> None:
-        """Stops the engine's processes."""
+        """Stops the engine and its processes; does nothing if they are gone already."""
         ...

@@ -4,43 +4,45 @@ The engine is vLLM's ``AsyncLLM``: requests stream their tokens, so that a weigh
 while they are being generated. An update pauses the scheduler keeping the running requests
 (``pause_generation(mode="keep")``, which also drops the prefix cache: it holds keys of the old
 weights), reloads the weights in place through a ``worker_extension_cls`` method run on every
-worker by ``collective_rpc`` (the model runner's ``reload_weights`` fed from the published
-safetensors file), and resumes. Each token records the weight version the engine served when the
-token came out, so a completion that spans an update says which tokens came from which weights.
+worker by ``collective_rpc`` (the model runner's ``reload_weights`` fed by the update's
+``receive``), and resumes. Each token records the weight version the engine served when the token
+came out, so a completion that spans an update says which tokens came from which weights.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import uuid
+
+import torch
 
 from flywheel.config import Config
 from flywheel.types import Completion
+from flywheel.weights.base import WeightUpdate
 
 
 class WeightReloadExtension:
     """Mixed into vLLM's worker class (``worker_extension_cls``); runs inside the worker process."""
 
-    def reload_weights_from_file(self, path: str) -> None:
-        from safetensors import safe_open
-
-        def weights():
-            with safe_open(path, framework="pt") as f:
-                for name in f.keys():
-                    yield name, f.get_tensor(name)
-
-        self.model_runner.reload_weights(weights_iterator=weights())
+    def receive_weights(self, update: bytes) -> None:
+        """Loads the pickled ``WeightUpdate`` in place (vLLM's RPC carries bytes; a dataclass would arrive as a dict)."""
+        self.model_runner.reload_weights(weights_iterator=pickle.loads(update).receive())
 
 
-def engine_env(config: Config) -> dict[str, str]:
-    """Environment variables the engine's processes need (set before vllm is imported)."""
-    return {
-        "VLLM_CPU_KVCACHE_SPACE": str(config.rollout.kv_cache_gib),
-        "VLLM_CPU_OMP_THREADS_BIND": config.rollout.cpu_bind,
-        "VLLM_LOGGING_LEVEL": "WARNING",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+def on_cpu() -> bool:
+    """Whether this process's engine runs on vLLM-CPU (no CUDA device visible)."""
+    return not torch.cuda.is_available()
+
+
+def engine_env(config: Config, cpu: bool) -> dict[str, str]:
+    """Environment variables of the engine's processes (set before vllm is imported); the CPU-only
+    options of ``engine`` only on CPU."""
+    env = {"VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
+    if cpu:
+        env |= {"VLLM_CPU_KVCACHE_SPACE": str(config.engine.kv_cache_gib), "VLLM_CPU_OMP_THREADS_BIND": config.engine.cpu_bind}
+    return env
 
 
 def cpu_list(spec: str) -> set[int]:
@@ -56,24 +58,24 @@ class VLLMEngine:
     """One vLLM replica. A Ray async actor in a run: its methods are coroutines."""
 
     def __init__(self, config: Config) -> None:
-        for key, value in engine_env(config).items():
-            os.environ.setdefault(key, value)
-        if config.rollout.cpu_bind != "auto":  # the front end and the engine-core process it starts, too
-            os.sched_setaffinity(0, cpu_list(config.rollout.cpu_bind))
+        cpu = on_cpu()
+        os.environ.update(engine_env(config, cpu))
+        if cpu and config.engine.cpu_bind != "auto":  # the front end and the engine-core process it starts, too
+            os.sched_setaffinity(0, cpu_list(config.engine.cpu_bind))
         from vllm import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        # A seeded request whose prefill is split across steps makes vLLM-CPU 0.32 rewind its sampling
+        # generator, which CPU generators cannot do (the engine dies): no splitting on CPU.
+        device_args = {"enable_chunked_prefill": False} if cpu else {"gpu_memory_utilization": config.engine.gpu_memory_utilization}
         self.llm = AsyncLLM.from_engine_args(
             AsyncEngineArgs(
                 model=config.model.path,
                 dtype=config.model.dtype,
                 seed=config.run.seed,
                 enforce_eager=True,
-                gpu_memory_utilization=config.rollout.gpu_memory_utilization,
                 worker_extension_cls=f"{__name__}.WeightReloadExtension",
-                # A seeded request whose prefill is split across steps makes vLLM-CPU 0.32 rewind its
-                # sampling generator, which CPU generators cannot do (the engine dies): no splitting.
-                enable_chunked_prefill=False,
+                **device_args,
             )
         )
         self.weight_version = 0
@@ -110,9 +112,9 @@ class VLLMEngine:
                 truncated[i] = sample.finish_reason == "length"
         return [Completion(tokens[i], logprobs[i], texts[i], tuple(versions[i]), truncated[i]) for i in range(n)]
 
-    async def load_weights(self, path: str, version: int) -> float:
-        """Loads the weights published at ``path`` while requests stay in flight; returns the
-        seconds generation was paused.
+    async def load_weights(self, update: WeightUpdate) -> float:
+        """Loads ``update`` in every worker while requests stay in flight; returns the seconds
+        generation was paused.
 
         The version label changes only after generation resumes: a token whose output is still in
         transit at that moment may be labelled with the older version (counted as staler than it
@@ -122,10 +124,10 @@ class VLLMEngine:
         paused = loop.time()
         await self.llm.pause_generation(mode="keep")
         try:
-            await self.llm.collective_rpc("reload_weights_from_file", args=(path,))
+            await self.llm.collective_rpc("receive_weights", args=(pickle.dumps(update),))
         finally:
             await self.llm.resume_generation()
-        self.weight_version = version
+        self.weight_version = update.version
         return loop.time() - paused
 
     def shutdown(self) -> None:

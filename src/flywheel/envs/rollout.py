@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from flywheel.engines.base import Engine
 from flywheel.envs.base import Environment, StepResult, Task
 from flywheel.envs.episode import Renderer, Transcript, env_messages
 from flywheel.types import Completion, Episode
@@ -46,13 +47,8 @@ class _Live:
     tool_errors: int = 0
 
 
-#: ``generate(prompts, n, temperature, max_tokens, seed, stop)``, awaitable: an engine actor's
-#: ``generate.remote``, or the controller's router bound to one replica.
-Generate = Callable[..., Awaitable[list[list[Completion]]]]
-
-
 async def run_group(
-    generate: Generate,
+    engine: Engine,
     tokenizer: Any,
     env_factory: Callable[[], Environment],
     task: Task,
@@ -67,8 +63,9 @@ async def run_group(
     and ``system_prompt``. An episode that ends before its first turn (time or context limit) has an
     empty completion (``turns == 0``, weight version -1): nothing to train on.
 
-    ``generate`` samples the model turns (see ``Generate``); ``max_tokens`` limits each model turn. Turn t of
-    the group's i-th live episode is sampled with seed ``seed + t * n + i``.
+    ``engine`` samples the model turns (in a run, the router pinned to the group, so that every turn
+    meets its prefix cache); ``max_tokens`` limits each model turn. Turn t of the group's i-th live
+    episode is sampled with seed ``seed + t * n + i``.
     """
     started = time.monotonic()
     envs = [env_factory() for _ in range(n)]
@@ -85,7 +82,7 @@ async def run_group(
         if not pending:
             break
         contexts = [live[i].transcript.context for i in pending]
-        call = generate(contexts, 1, temperature, max_tokens, seed + turn * n, list(first.stop) or None)
+        call = engine.generate(contexts, 1, temperature, max_tokens, seed + turn * n, list(first.stop) or None)
         try:
             outputs = await asyncio.wait_for(call, _left(deadline))
         except TimeoutError:

@@ -20,6 +20,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from flywheel.engines.base import Engine
+
 Messages = list[dict[str, str]]
 
 
@@ -196,14 +198,14 @@ class OpenAIBackend:
 
 
 class EngineBackend:
-    """The run's own vLLM engine actor (`VLLMEngine`, the policy's or a judge's): the whole batch in one
-    `generate` call, prompts rendered with the chat template of the tokenizer at `tokenizer_path`
-    (plain text when it has none).
+    """An `Engine` of the run (the policy's or a judge's own): the whole batch in one `generate` call,
+    prompts rendered with the chat template of the tokenizer at `tokenizer_path` (plain text when it
+    has none).
     Its `generate` cannot constrain output, so verdicts rely on the model following the prompt."""
 
     supports_schema = False
 
-    def __init__(self, engine, tokenizer_path: str, *, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0):
+    def __init__(self, engine: Engine, tokenizer_path: str, *, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0):
         from transformers import AutoTokenizer
 
         self.engine, self.tokenizer = engine, AutoTokenizer.from_pretrained(tokenizer_path)
@@ -212,7 +214,7 @@ class EngineBackend:
     async def complete_batch(self, requests: Sequence[Messages], schema: dict | None) -> list[Reply]:
         start = time.perf_counter()
         prompts = [self._ids(messages) for messages in requests]
-        outputs = await self.engine.generate.remote(prompts, 1, self.temperature, self.max_tokens, self.seed)
+        outputs = await self.engine.generate(prompts, 1, self.temperature, self.max_tokens, self.seed)
         latency = time.perf_counter() - start
         return [Reply(samples[0].text, 0, latency) for samples in outputs]
 

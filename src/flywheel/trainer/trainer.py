@@ -22,18 +22,18 @@ from flywheel.algorithms.value_loss import clipped_value_loss
 from flywheel.config import Config
 from flywheel.trainer.logprobs import token_logprobs
 from flywheel.types import TrainBatch
-from flywheel.weights import shm
+from flywheel.weights.base import WeightTransport, WeightUpdate
 
 
 class Trainer:
-    def __init__(self, config: Config, weights_dir: str) -> None:
+    def __init__(self, config: Config, transport: WeightTransport) -> None:
         torch.manual_seed(config.run.seed)
         if config.trainer.cpu_affinity is not None:
             os.sched_setaffinity(0, config.trainer.cpu_affinity)
         torch.set_num_threads(config.trainer.threads)
         self.config = config
         self.algorithm = config.algorithm
-        self.weights_dir = Path(weights_dir)
+        self.transport = transport
         dtype = getattr(torch, config.model.dtype)
         self.model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=dtype)
         self.model.train()
@@ -142,9 +142,9 @@ class Trainer:
         optimizer.step()
         return grad_norm, False
 
-    def publish_weights(self) -> tuple[str, int]:
-        """Writes the current weights for the engines; returns (path, version)."""
-        return str(shm.publish(self.model.state_dict(), self.weights_dir, self.version)), self.version
+    def publish_weights(self) -> WeightUpdate:
+        """Publishes the current weights through the transport; returns the handle engines load."""
+        return self.transport.publish(self.model.state_dict(), self.version)
 
     def save_checkpoint(self, directory: str, resumable: bool = True) -> None:
         """HF-format model plus the tokenizer files of the initial model directory, and (when
@@ -175,4 +175,5 @@ class Trainer:
         return self.version
 
     def close(self) -> None:
-        shutil.rmtree(self.weights_dir, ignore_errors=True)
+        """Removes the weights the transport published."""
+        self.transport.close()

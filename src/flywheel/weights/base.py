@@ -1,0 +1,44 @@
+"""The weight seam: how the trainer's weights reach the engines' workers.
+
+Trainer side, a ``WeightTransport`` publishes a state dict as version v and returns a
+``WeightUpdate``: a small picklable handle that travels to every engine (through Ray, then vLLM's
+RPC) in place of the tensors. Engine side, each worker process calls ``update.receive()`` and feeds
+the (name, tensor) pairs to its model's weight loader. A transport is a new file here: a
+``WeightUpdate`` subclass (its ``receive``) and a ``WeightTransport`` (its ``publish``), plus a
+member of ``weights.config.TransportConfig``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+
+@dataclass(frozen=True)
+class WeightUpdate(ABC):
+    """A published version of the policy's weights, as engines receive it (picklable, no tensors)."""
+
+    version: int  # the trainer's version: the number of optimiser-step batches trained; 0 is the initial model
+
+    @abstractmethod
+    def receive(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The published tensors by parameter name, in the trainer's state-dict order (a tensor shared
+        by several names, e.g. tied embeddings, comes once, under its first name); run in each engine
+        worker, once or more, while the update is the latest one published."""
+
+
+class WeightTransport(Protocol):
+    """The trainer side of a transport."""
+
+    def publish(self, state_dict: Mapping[str, torch.Tensor], version: int) -> WeightUpdate:
+        """Makes ``state_dict`` receivable as ``version`` and returns its handle. Publishing a version
+        retires the earlier ones: their handles may no longer be received."""
+        ...
+
+    def close(self) -> None:
+        """Removes everything the transport published."""
+        ...

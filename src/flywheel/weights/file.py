@@ -1,0 +1,74 @@
+"""Weight transport through a file: the trainer writes a safetensors file, every engine worker reads it.
+
+The directory must be readable where the engines run: node-local /dev/shm (RAM-backed, the default)
+for one node, a shared filesystem for several. Tensors never travel inside RPC arguments (vLLM's
+``collective_rpc`` pickles them); the handle, a path, does.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from flywheel.weights.base import WeightUpdate
+from flywheel.weights.config import FileTransportConfig
+
+
+@dataclass(frozen=True)
+class FileWeights(WeightUpdate):
+    """Version ``version`` of the weights, in the safetensors file at ``path``."""
+
+    path: Path
+
+    def receive(self) -> Iterator[tuple[str, torch.Tensor]]:
+        with safe_open(str(self.path), framework="pt") as f:
+            for name in f.keys():  # noqa: SIM118 (a safetensors file, not a dict)
+                yield name, f.get_tensor(name)
+
+
+@dataclass(frozen=True)
+class FileTransport:
+    """Publishes each version as ``directory/weights-v{version}.safetensors``; owns ``directory``."""
+
+    directory: Path
+
+    @classmethod
+    def from_config(cls, config: FileTransportConfig) -> FileTransport:
+        """A transport in a new folder of its own under ``config.directory`` (default: /dev/shm when it
+        exists, else the system temporary directory)."""
+        root = Path(config.directory or ("/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir()))
+        return cls(root / f"flywheel-{os.getpid()}-{secrets.token_hex(4)}")
+
+    def publish(self, state_dict: Mapping[str, torch.Tensor], version: int) -> FileWeights:
+        """Writes the weights atomically (a reader never sees a partial file), then removes older versions.
+
+        Tied parameters (one storage under two names, e.g. embeddings and lm_head) are written once,
+        under their first name, as Hugging Face checkpoints store them.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        seen: set[int] = set()
+        unique = {}
+        for name, tensor in state_dict.items():
+            if tensor.data_ptr() not in seen:
+                seen.add(tensor.data_ptr())
+                unique[name] = tensor.detach().contiguous()
+        path = self.directory / f"weights-v{version}.safetensors"
+        partial = path.with_suffix(".partial")
+        save_file(unique, str(partial), metadata={"version": str(version)})
+        partial.rename(path)
+        for old in self.directory.glob("weights-v*.safetensors"):
+            if old != path:
+                old.unlink(missing_ok=True)
+        return FileWeights(version, path)
+
+    def close(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
