@@ -86,15 +86,19 @@ def sandbox():
 def test_python_code_runs_hidden_tests_in_the_sandbox(sandbox):
     env = make_env("python_code", sandbox=sandbox, max_turns=2)
     task = next(t for t in env.tasks(50, seed=0) if t.metadata["function"] == "fib")
-    assert env.reset(task) == "Write a Python function fib(n) that returns the n-th Fibonacci number, fib(0) = 0 and fib(1) = 1. Answer with the code in a ```python block."
-    wrong = "```python\ndef fib(n):\n    return n\n```"  # right for 0 and 1 only: 2 of 4 hidden tests
-    assert env.step(wrong) == StepResult("2 of 4 hidden tests failed. Try again.", None, False)
+    assert env.reset(task) == (
+        "Write a Python function fib(n) that returns the n-th Fibonacci number, fib(0) = 0 and fib(1) = 1. "
+        "For example, fib(173) == 638817435613190341905763972389505493. Answer with the code in a ```python block."
+    )
+    assert [args for args, _ in task.metadata["cases"]] == [(225,), (151,), (169,), (194,), (205,), (256,), (289,), (96,), (135,), (260,)]
+    right = "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n"
+    wrong = f"```python\n{right}\n_right = fib\n\ndef fib(n):\n    return _right(n) if n < 200 else 0\n```"  # 5 of 10 cases
+    assert env.step(wrong) == StepResult("5 of 10 hidden tests failed. Try again.", None, False)
     assert env.step(wrong) == StepResult(None, 0.5, True, {})  # the last turn scores its pass rate
     env.reset(task)
-    right = "```python\ndef fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n```"
-    assert env.step(right) == StepResult(None, 1.0, True, {})
+    assert env.step(f"```python\n{right}```") == StepResult(None, 1.0, True, {})
     env.reset(task)
-    assert env.step("I don't know.").observation == "No Python code found. Try again."
+    assert env.step("I don't know.").observation == "No ```python block that parses and defines fib found. Try again."
 
 
 def test_reasoning_gym_adapter_scores_with_the_dataset():

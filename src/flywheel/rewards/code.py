@@ -60,9 +60,9 @@ def binds(tree: ast.Module, name: str) -> bool:
     for node in _module_statements(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
             return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
-                return True
+        imports = node.names if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+        if any((a.asname or a.name.split(".")[0]) == name for a in imports):
+            return True
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
             return True
