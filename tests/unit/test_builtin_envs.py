@@ -77,6 +77,51 @@ def test_math_env_grades_by_equivalence():
     assert make_env("math").tasks(1, seed=0) == [Task("Compute 7/7 - 1/5. Put the simplified answer in \\boxed{}.", "4/5")]
 
 
+SUM = Task("Compute 3/4 + 5/6. Put the simplified answer in \\boxed{}.", "19/12")
+DIFFERENCE = Task("Compute 1/4 - 3/4. Put the simplified answer in \\boxed{}.", "-1/2")
+WHOLE = Task("Compute 1/2 + 1/2. Put the simplified answer in \\boxed{}.", "1")
+
+
+@pytest.mark.parametrize(
+    ("task", "completion"),
+    [
+        (SUM, r"\boxed{\frac{3}{4}+\frac{5}{6}}"),  # the question restated: equal, not an answer
+        (SUM, r"\boxed{3/4 + 5/6}"),
+        (SUM, r"\boxed{\frac{38}{24}}"),
+        (SUM, r"\boxed{1\frac{7}{12}}"),
+        (SUM, r"\boxed{\frac{19}{12} \approx 1.58}"),
+        (SUM, r"\boxed{1.58}"),  # rounded too far
+        (WHOLE, r"\boxed{\frac{2}{2}}"),
+        (WHOLE, r"\boxed{\frac{1}{1}}"),
+    ],
+)
+def test_math_env_refuses_answers_that_still_need_work(task, completion):
+    env = make_env("math")
+    env.reset(task)
+    assert env.step(completion).reward == 0.0
+
+
+@pytest.mark.parametrize(
+    ("task", "completion"),
+    [
+        (SUM, r"Adding: $\frac{9}{12}+\frac{10}{12} = \boxed{\dfrac{19}{12}}$."),
+        (SUM, r"\boxed{19/12}"),
+        (SUM, r"\boxed{\tfrac{19}{12}\,}"),
+        (SUM, r"\boxed{1.583333}"),
+        (SUM, "19/12"),  # a bare answer, no box
+        (DIFFERENCE, r"\boxed{-\frac{1}{2}}"),
+        (DIFFERENCE, r"\boxed{\frac{-1}{2}}"),
+        (DIFFERENCE, r"\boxed{-0.5}"),
+        (WHOLE, r"\boxed{1}"),
+        (WHOLE, r"\boxed{1.0}"),
+    ],
+)
+def test_math_env_pays_every_simplest_form(task, completion):
+    env = make_env("math")
+    env.reset(task)
+    assert env.step(completion).reward == 1.0
+
+
 @pytest.fixture(scope="module")
 def sandbox():
     with Sandbox(workers=1, cpu_seconds=2, wall_timeout_s=5.0) as sb:
