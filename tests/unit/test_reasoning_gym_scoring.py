@@ -2,7 +2,12 @@ r"""reasoning-gym scoring: strict by default (one answer, equal to the reference
 
 import pytest
 
-from flywheel.envs.reasoning_gym_scoring import as_number, holds_reference_and_more, normalise, strict_score
+from flywheel.envs.reasoning_gym_scoring import (
+    as_number,
+    holds_reference_and_more,
+    normalise,
+    strict_score,
+)
 from flywheel.envs.registry import make_env
 
 
@@ -97,3 +102,14 @@ def test_without_tags_the_whole_reply_is_the_answer():
 def test_an_unknown_scoring_is_one_sentence():
     with pytest.raises(ValueError, match=r"^reasoning_gym scoring must be 'strict' or 'lenient', not 'partial'$"):
         make_env("reasoning_gym", dataset="basic_arithmetic", scoring="partial")
+
+
+def test_a_composite_item_is_scored_by_its_own_dataset_rule():
+    from reasoning_gym.composite import DatasetSpec
+
+    env = make_env("reasoning_gym", dataset="composite", datasets=[DatasetSpec("countdown", 1, {}), DatasetSpec("leg_counting", 1, {})])
+    tasks = env.tasks(2, seed=0)
+    assert [(t.metadata["entry"]["metadata"]["source_dataset"], t.answer) for t in tasks] == [
+        ("leg_counting", "146"), ("countdown", "42*(30 - 4 - 23)")]
+    env.reset(tasks[1])  # countdown: another expression reaching the target is paid, a list is not
+    assert [env.step(f"<answer>{a}</answer>").reward for a in ["(30 - 4 - 23)*42", "42*(30 - 4 - 23) or 0"]] == [1.0, 0.0]

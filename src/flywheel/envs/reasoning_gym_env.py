@@ -19,7 +19,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from flywheel.envs.base import StepResult, Task, final
-from flywheel.envs.reasoning_gym_scoring import SOLUTION_CHECKED, holds_reference_and_more, strict_score
+from flywheel.envs.reasoning_gym_scoring import (
+    SOLUTION_CHECKED,
+    holds_reference_and_more,
+    strict_score,
+)
 from flywheel.envs.registry import register_env
 
 INSTRUCTION = "\nGive your final answer inside <answer></answer>."
@@ -67,7 +71,7 @@ class ReasoningGymEnv:
         reference = self.entry["answer"]
         if reference is None:
             return float(self.scorer.score_answer(answer, self.entry) == 1.0)
-        if self.dataset in SOLUTION_CHECKED:
+        if self.entry["metadata"].get("source_dataset", self.dataset) in SOLUTION_CHECKED:  # composite: the item's own
             full = self.scorer.score_answer(answer, self.entry) == 1.0
             return float(full and not holds_reference_and_more(answer, str(reference)))
         return strict_score(answer, str(reference))
