@@ -1,8 +1,10 @@
 """The python_code problem bank through the real sandbox: references score 1.0, memorised cases do not pay."""
 
+import ast
 import inspect
 import json
 import random
+import re
 
 import pytest
 
@@ -65,12 +67,20 @@ def test_every_reference_solution_scores_one_on_its_generated_cases(sandbox):
         assert (function, reward, report.total) == (function, 1.0, 10)
 
 
-def test_a_lookup_table_of_one_tasks_cases_scores_near_zero_on_another_tasks(sandbox):
+def visible_example(task):
+    """The (args, value) of the example in a task's prompt: '... For example, f(1, [2]) == 3. Answer ...'."""
+    call, value = re.search(r"For example, \w+\((.*)\) == (.*)\. Answer with", task.prompt).groups()
+    return ast.literal_eval(f"({call},)"), ast.literal_eval(value)
+
+
+def test_a_lookup_table_of_fixed_cases_scores_near_zero_on_a_tasks_hidden_cases(sandbox):
+    # memorised: every case of another task of the same problem, and this task's visible example
     memorised, graded = first_task_per_function(seed=0), first_task_per_function(seed=1)
     rates = {}
     for function, task in memorised.items():
-        completion = lookup_table(function, task.metadata["cases"])
-        assert hidden_tests_reward(sandbox, completion, function, task.metadata["cases"])[0] == 1.0  # it does memorise
+        cases = task.metadata["cases"]
+        completion = lookup_table(function, [*cases, visible_example(graded[function])])
+        assert hidden_tests_reward(sandbox, completion, function, cases)[0] == 1.0  # it does memorise
         rates[function] = hidden_tests_reward(sandbox, completion, function, graded[function].metadata["cases"])[0]
     # only inputs drawn by both tasks repeat (an empty string, a bound, two fib(n) with n <= 300): 6 of 260 cases
     assert {f: r for f, r in rates.items() if r} == {"count_words": 0.1, "count_vowels": 0.1, "to_binary": 0.2, "fib": 0.2}

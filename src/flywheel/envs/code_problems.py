@@ -5,7 +5,7 @@ edge values such as empty lists, zero and extremes drawn often enough to appear)
 solution, trusted code run on the host, computes each expected value. A table of any fixed cases
 therefore cannot pay: the next task of the same problem asks about other inputs.
 
-Reference solutions are module-level functions named as the task asks, self-contained (imports inside),
+Reference solutions are module-level functions named as the task asks, self-contained (builtins only),
 never mutating their arguments, returning JSON data (int, str, bool, lists): their source, sent as a
 completion, must score 1.0 (tested).
 """
