@@ -62,13 +62,14 @@ def test_candidate_lists_score_zero_by_default_and_their_lenient_score_on_reques
     assert episode(dataset, answer, scoring="lenient", **config) == pytest.approx(lenient, abs=1e-12)
 
 
-def test_a_verified_dataset_does_not_pay_the_reference_among_candidates():
-    # sympy's parse_expr evaluates `0 or p` as p: the dataset's verifier pays it in full
-    strict, lenient = (make_env("reasoning_gym", dataset="polynomial_multiplication", scoring=s) for s in ("strict", "lenient"))
-    task = strict.tasks(1, seed=0)[0]  # this dataset's items differ between processes: read the reference here
+@pytest.mark.parametrize("dataset", ["knights_knaves", "quantum_lock", "sokoban"])
+def test_a_verified_dataset_does_not_pay_the_reference_with_more(dataset):
+    # these verifiers ignore what they cannot parse: the reference followed by ' or 0' passes them in full
+    strict, lenient = (make_env("reasoning_gym", dataset=dataset, scoring=s) for s in ("strict", "lenient"))
+    task = strict.tasks(1, seed=0)[0]
     for env in (strict, lenient):
         env.reset(task)
-    hedge = f"<answer>0 or {task.answer}</answer>"
+    hedge = f"<answer>{task.answer} or 0</answer>"
     assert (strict.step(hedge).reward, lenient.step(hedge).reward) == (0.0, 1.0)
     assert strict.step(f"<answer>{task.answer}</answer>").reward == 1.0
 

@@ -12,6 +12,9 @@ must equal the reference after normalisation, or, for datasets with many valid a
 dataset's own verifier in full without listing the reference among other candidates.
 ``scoring="lenient"``: the dataset's ``score_answer`` as it is, partial credit included (it pays an
 answer that merely contains the reference: ``-75 or -76`` earns 0.3 for -75).
+
+Either way, an answer that a dataset's verifier would run as Python and that is more than a plain
+expression scores 0 without reaching it (``reasoning_gym_eval_guard``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from flywheel.envs.base import StepResult, Task, final
+from flywheel.envs.reasoning_gym_eval_guard import may_evaluate
 from flywheel.envs.reasoning_gym_scoring import (
     SOLUTION_CHECKED,
     holds_reference_and_more,
@@ -55,6 +59,7 @@ class ReasoningGymEnv:
 
     def reset(self, task: Task) -> str:
         self.entry = task.metadata["entry"]
+        self.source = self.entry.get("metadata", {}).get("source_dataset", self.dataset)  # composite: the item's own
         return task.prompt
 
     def step(self, model_text: str) -> StepResult:
@@ -66,12 +71,14 @@ class ReasoningGymEnv:
 
     def score(self, answer: str) -> float:
         """The reward of one extracted answer under this environment's ``scoring``."""
+        if not may_evaluate(self.source, answer):  # the dataset's verifier would run it as Python here
+            return 0.0
         if self.scoring == "lenient":
             return float(self.scorer.score_answer(answer, self.entry))
         reference = self.entry["answer"]
         if reference is None:
             return float(self.scorer.score_answer(answer, self.entry) == 1.0)
-        if self.entry["metadata"].get("source_dataset", self.dataset) in SOLUTION_CHECKED:  # composite: the item's own
+        if self.source in SOLUTION_CHECKED:
             full = self.scorer.score_answer(answer, self.entry) == 1.0
             return float(full and not holds_reference_and_more(answer, str(reference)))
         return strict_score(answer, str(reference))
