@@ -15,7 +15,8 @@ from pathlib import Path
 
 import ray
 
-from flywheel.config import PRESETS, load_config
+from flywheel.algorithms import ALGORITHMS as PRESETS
+from flywheel.config import load_config
 from flywheel.controller import Workers, start_engines, start_trainer, train
 from flywheel.monitor.metrics import read_metrics
 from flywheel.weights.file import FileTransport
@@ -35,7 +36,7 @@ def main() -> None:
     for preset in args.presets:
         config = load_config(
             HERE.parent / "configs/quickstart.yaml",
-            [f"algorithm.preset={preset}", f"run.steps={args.steps}", f"eval.every={args.steps}",
+            [f"algorithm.name={preset}", f"run.steps={args.steps}", f"eval.every={args.steps}",
              f"run.checkpoint_every={args.steps}", f"run.output_dir={out_dir}", f"run.name={preset}", "run.progress=false"],
         )
         trainer = start_trainer(config, FileTransport(out_dir / f"weights-{preset}"))

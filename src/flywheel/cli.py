@@ -20,12 +20,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return 2
+    from flywheel.controller import RunStopped
     from flywheel.controller import train as run_training
     from flywheel.rewards.pipeline import HackingStop
 
     try:
         run_training(config)
-    except HackingStop as exc:
+    except (HackingStop, RunStopped) as exc:
         print(f"flywheel: stopped: {exc}", file=sys.stderr)
         return 3
     return 0

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.fields import FieldInfo
 from pydantic.types import Discriminator
 
-from flywheel.algorithms.aggregation import AGGREGATIONS
+from flywheel.algorithms import ALGORITHMS, AnyAlgorithmConfig
 from flywheel.engines.config import EngineConfig, VLLMConfig
 from flywheel.rewards.guards import default_guards
 from flywheel.weights.config import FileTransportConfig, TransportConfig
@@ -37,36 +37,12 @@ class ModelConfig(Section):
 
 
 class TaskConfig(Section):
-    name: str = Field("addition", description="'addition' (n-digit a+b, one turn, exact answer), or a registered environment: arithmetic, calculator, python_code, math, reasoning_gym, or your own.")
+    name: str = Field("arithmetic", description="A registered environment: arithmetic (the quickstart's n-digit addition), calculator, python_code, math, reasoning_gym, or your own.")
     env_args: dict[str, Any] = Field({}, description="Keyword arguments of the environment (make_env(name, **env_args)).")
     imports: list[str] = Field([], description="Python modules imported before the environment is made: where your own @register_env classes live.")
-    digits: int = Field(3, ge=1, le=9, description="addition: largest number of digits of each operand.")
-    train_size: int = Field(5000, ge=1, description="Problems in the train split.")
-    eval_size: int = Field(200, ge=1, description="Problems in the held-out eval split.")
+    train_size: int = Field(5000, ge=1, description="Tasks in the train split.")
+    eval_size: int = Field(200, ge=1, description="Tasks in the held-out eval split.")
     seed: int = Field(0, description="Seed of the splits.")
-
-    @model_validator(mode="after")
-    def _known(self) -> "TaskConfig":
-        if self.name == "addition":
-            return self
-        import importlib
-
-        from flywheel.envs.registry import known_envs
-
-        for module in self.imports:
-            try:
-                importlib.import_module(module)
-            except ImportError as error:
-                raise ValueError(f"task.imports: cannot import {module!r} ({error})") from None
-        if self.name not in known_envs():
-            raise ValueError(f"unknown task {self.name!r}: use 'addition' or one of the environments {', '.join(known_envs())} (or add the module registering yours to task.imports)")
-        from flywheel.envs.registry import make_env
-
-        try:
-            make_env(self.name, **self.env_args)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"task.env_args do not fit environment {self.name!r}: {error}") from None
-        return self
 
 
 class RolloutConfig(Section):
@@ -76,65 +52,9 @@ class RolloutConfig(Section):
     max_new_tokens: int = Field(8, ge=1, description="Completion length limit in tokens.")
     engines: int = Field(1, ge=1, description="Engine replicas behind the router (least outstanding work first).")
     max_staleness: int = Field(0, ge=0, description="Weight versions a trained token may lag the trainer by: 0 is synchronous, more overlaps generation with training.")
-
-
-#: Each preset is a set of AlgorithmConfig values; keys given explicitly in the config win over it.
-PRESETS: dict[str, dict[str, Any]] = {
-    "grpo": {},
-    "dr_grpo": {"std_scale": "none", "aggregation": "seq_mean_token_sum_norm"},
-    "dapo": {
-        "clip_low": 0.2, "clip_high": 0.28, "aggregation": "token_mean",
-        "dynamic_sampling": True, "overlong_buffer": 2, "overlong_filter": True,
-    },
-    "rloo": {"advantage": "rloo"},
-    "reinforce_pp": {"advantage": "reinforce_pp", "kl_beta": 0.001, "kl_placement": "reward", "kl_estimator": "k1"},
-    "reinforce_pp_baseline": {"advantage": "reinforce_pp_baseline"},
-    "gspo": {"loss": "gspo", "clip_low": 3e-4, "clip_high": 4e-4, "aggregation": "seq_mean_token_mean"},
-    "cispo": {"loss": "cispo", "clip_low": None, "clip_high": 0.28},
-    "ppo": {"advantage": "gae"},
-}
-
-
-class AlgorithmConfig(Section):
-    preset: Literal[tuple(PRESETS)] = Field("grpo", description="Named algorithm; it sets the fields below unless they are given.")
-    advantage: Literal["grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae"] = Field("grpo", description="Advantage estimator.")
-    std_scale: Literal["group", "batch", "none"] = Field("group", description="GRPO: divide group-centred rewards by the group's std, the batch's, or nothing.")
-    loss: Literal["ppo_clip", "gspo", "cispo"] = Field("ppo_clip", description="Policy loss.")
-    clip_low: float | None = Field(0.2, gt=0, lt=1, description="Ratios below 1 - clip_low are clipped (None: no lower bound, CISPO only).")
-    clip_high: float = Field(0.2, gt=0, description="Ratios above 1 + clip_high are clipped (clip-higher when > clip_low).")
-    dual_clip: float | None = Field(None, gt=1, description="PPO dual-clip constant c: the loss of negative-advantage tokens is capped at -c*A.")
-    aggregation: Literal[AGGREGATIONS] = Field("token_mean", description="How per-token losses become one scalar.")
-    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (0: off).")
-    kl_beta: float = Field(0.0, ge=0, description="KL-to-reference weight; 0 loads no reference model.")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator.")
-    kl_placement: Literal["loss", "reward"] = Field("loss", description="Add the KL to the loss, or subtract its sequence sum from the reward.")
-    dynamic_sampling: bool = Field(False, description="DAPO: drop groups whose rewards are all equal and sample more prompts.")
-    max_sampling_rounds: int = Field(4, ge=1, description="DAPO: generation rounds per step before training on a short batch.")
-    overlong_buffer: int = Field(0, ge=0, description="DAPO: completions longer than max_new_tokens - buffer lose reward linearly (0: off).")
-    overlong_penalty: float = Field(1.0, ge=0, description="DAPO: reward lost at max_new_tokens.")
-    overlong_filter: bool = Field(False, description="DAPO: truncated completions are left out of the loss.")
-    off_policy: Literal["none", "tis", "mis"] = Field("none", description="Correct for the engine (behaviour) vs trainer gap: truncated IS weights, masked IS, or none.")
-    is_level: Literal["token", "sequence"] = Field("token", description="Importance ratios per token, or per sequence (their product).")
-    is_cap: float = Field(2.0, gt=0, description="TIS: importance weights above this are truncated to it.")
-    is_low: float = Field(0.5, ge=0, description="MIS: tokens (or sequences) whose ratio is below this are left out of the loss.")
-    is_high: float = Field(2.0, gt=0, description="MIS: tokens (or sequences) whose ratio is above this are left out of the loss.")
-    gamma: float = Field(1.0, ge=0, le=1, description="GAE discount (PPO).")
-    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda (PPO).")
-    critic_lr: float = Field(1e-3, gt=0, description="Critic AdamW learning rate (PPO).")
-    value_clip: float = Field(0.2, gt=0, description="Critic value clipping range (PPO).")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _apply_preset(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("preset", "grpo") in PRESETS:
-            return PRESETS[data.get("preset", "grpo")] | data
-        return data
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "AlgorithmConfig":
-        if self.clip_low is None and self.loss != "cispo":
-            raise ValueError(f"algorithm.clip_low may be null only with loss 'cispo', not '{self.loss}'")
-        return self
+    min_valid_episodes: int = Field(2, ge=1, description="A group with fewer valid episodes (environment error or timeout, non-finite reward) is dropped and replaced.")
+    invalid_alert_rate: float = Field(0.2, ge=0, le=1, description="Alert when a step's share of invalid episodes exceeds this.")
+    stop_on_invalid: bool = Field(False, description="Stop the run at the first invalid-episode alert.")
 
 
 class TrainerConfig(Section):
@@ -218,7 +138,7 @@ class Config(Section):
     rollout: RolloutConfig = RolloutConfig()
     engine: EngineConfig = VLLMConfig()
     weights: TransportConfig = FileTransportConfig()
-    algorithm: AlgorithmConfig = AlgorithmConfig()
+    algorithm: AnyAlgorithmConfig = Field(default_factory=lambda: ALGORITHMS["grpo"].config_type(), description="The algorithm, chosen by algorithm.name; its fields are those of that algorithm.")
     trainer: TrainerConfig = TrainerConfig()
     eval: EvalConfig = EvalConfig()
     reward: RewardConfig = RewardConfig()
@@ -226,11 +146,9 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Config":
-        if self.algorithm.overlong_buffer > self.rollout.max_new_tokens:
-            raise ValueError(
-                f"algorithm.overlong_buffer ({self.algorithm.overlong_buffer}) must not exceed "
-                f"rollout.max_new_tokens ({self.rollout.max_new_tokens})"
-            )
+        buffer = getattr(self.algorithm, "overlong_buffer", 0)
+        if buffer > self.rollout.max_new_tokens:
+            raise ValueError(f"algorithm.overlong_buffer ({buffer}) must not exceed rollout.max_new_tokens ({self.rollout.max_new_tokens})")
         return self
 
 
@@ -256,7 +174,15 @@ def _parse_override(text: str) -> tuple[str, Any]:
 
 
 def _describe(error: dict[str, Any]) -> str:
-    keys, section = _walk(error["loc"])
+    loc = error["loc"]
+    if loc[:1] == ("algorithm",) and len(loc) > 1 and loc[1] in ALGORITHMS:  # the union's tag
+        name = loc[1]
+        if error["type"] == "extra_forbidden":
+            known = ", ".join(ALGORITHMS[name].config_type.model_fields)
+            return f"'{'.'.join(map(str, (loc[0], *loc[2:])))}' is not a setting of algorithm '{name}' (its keys: {known})"
+    if error["type"] == "union_tag_invalid":
+        return f"unknown algorithm.name {error['ctx']['tag']!r}: use one of {', '.join(ALGORITHMS)}"
+    keys, section = _walk(loc)
     key = ".".join(keys) or "config"
     if error["type"] == "extra_forbidden":
         known = ", ".join(section.model_fields) if section else ""
@@ -323,15 +249,57 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
         raise ConfigError(prefix + _describe(error)) from None
     if config.run.resume is not None and not any(Path(config.run.resume).glob("checkpoints/step_*/trainer_state.pt")):
         raise ConfigError(f"run.resume '{config.run.resume}' holds no checkpoint to resume from (checkpoints/step_N/trainer_state.pt)")
-    model_json = Path(config.model.path) / "config.json"
-    if not model_json.is_file():
-        raise ConfigError(f"model.path '{config.model.path}' is not a Hugging Face model directory (no config.json)")
-    if yaml.safe_load(model_json.read_text()).get("tie_word_embeddings", False):
-        raise ConfigError(
-            f"model.path '{config.model.path}' ties its input and output embeddings, which vLLM 0.32's in-place "
+    for problem in (_task_problem(config.task), _model_problem(config.model.path)):
+        if problem:
+            raise ConfigError(problem)
+    return config
+
+
+def _task_problem(task: TaskConfig) -> str | None:
+    """Whether the environment exists and its env_args fit its constructor (nothing is instantiated:
+    an environment may start processes)."""
+    import importlib
+    import inspect
+
+    from flywheel.envs.registry import env_factory, known_envs
+
+    for module in task.imports:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            return f"task.imports: cannot import {module!r} ({error})"
+    if task.name not in known_envs():
+        return f"unknown task.name {task.name!r}: use one of the environments {', '.join(known_envs())} (or add the module registering yours to task.imports)"
+    try:
+        inspect.signature(env_factory(task.name)).bind(**task.env_args)
+    except TypeError as error:
+        return f"task.env_args do not fit environment {task.name!r}: {error}"
+    return None
+
+
+def _model_problem(path: str) -> str | None:
+    """One sentence on what is missing or unreadable in a model directory, or None."""
+    from safetensors import safe_open
+
+    root = Path(path)
+    if not (root / "config.json").is_file():
+        return f"model.path '{path}' is not a Hugging Face model directory (no config.json)"
+    if not any((root / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json")):
+        return f"model.path '{path}' has no tokenizer files (tokenizer.json, tokenizer.model or vocab.json); copy them from the model's original directory"
+    index = root / "model.safetensors.index.json"
+    shards = sorted(set(yaml.safe_load(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
+    for shard in shards:
+        try:
+            with safe_open(str(root / shard), framework="pt") as f:
+                f.keys()
+        except Exception as error:  # noqa: BLE001 - any unreadable file gets the same sentence
+            return f"model.path '{path}': weights file '{shard}' cannot be read ({type(error).__name__}: {error}); use safetensors weights"
+    if yaml.safe_load((root / "config.json").read_text()).get("tie_word_embeddings", False):
+        return (
+            f"model.path '{path}' ties its input and output embeddings, which vLLM 0.32's in-place "
             "weight reload leaves stale; use a checkpoint saved with tie_word_embeddings=false"
         )
-    return config
+    return None
 
 
 def dump_config(config: Config) -> str:

@@ -1,29 +1,25 @@
-"""The RL loop: rollout and training joined by a bounded buffer; synchronous when max_staleness = 0.
+"""The RL loop, top to bottom: a rollout stream and a training side joined by a bounded queue;
+synchronous when rollout.max_staleness = 0.
 
-    rollout side (RolloutStream): while the staleness gate has room, admit the next prompt of the
-        stream and generate its group on an engine replica (EngineRouter: least outstanding work,
-        failover); score it; queue it as finished.
-    training side (train, one step after the other): take prompts_per_step finished groups (drop
-        and count stale ones and, with dynamic sampling, uninformative ones) -> advantages
-        -> trainer.train_step -> publish weights -> every engine loads them in flight, while the
-        next step already trains (one version loading at a time) -> evaluate / checkpoint.
-
-Staleness. Engines serve version v once the weights of step v are loaded (version 0: initial).
-The gate admits a prompt only while accepted + running < (max_staleness + v + 1) * prompts_per_step,
-where accepted counts finished groups not dropped (AReaL's rule: never start work that could only
-end up too stale). A group is trained at step k on trainer weights k - 1; if its oldest token came
-from a version below k - 1 - max_staleness it is dropped and counted (async/dropped_stale), never
-trained on. With max_staleness = 0 this is generate-then-train: the prompts of step k are admitted
-only once version k - 1 is loaded, so every token of step k comes from version k - 1.
+    rollout side (rollout/stream.py): while the staleness gate has room, admit the next prompt and
+        run its group on an engine replica (router: least outstanding work, failover); score it
+        (environment grade or reward pipeline, then the algorithm's shaping); queue it finished.
+    training side (train, one step after the other): take the step's groups (BatchPlan: drop stale,
+        invalid and, for the algorithm, uninformative ones) -> build_batch (the algorithm's
+        advantages) -> trainer.train_step -> publish weights -> every engine loads them in flight
+        while the next step already trains (one version loading at a time) -> evaluate / checkpoint.
 
 Invariants: every admitted prompt ends as exactly one trained group or one counted drop, or is
 still pending when the run ends (a checkpoint records the pending prompts; a resume re-admits them
 first). A replica that dies has its requests resubmitted to another one. Prompt i of the stream
 always samples with the same seed, so a run with max_staleness = 0 is reproducible and resumable
-exactly.
-Rewards: the exact answer, or the configured pipeline (exact answer + LLM judge + reward model, then
-the hacking guards, whose rates feed an alert that can stop the run), scored as each group finishes.
-Shutdown order: progress bar, rollout tasks, metrics file, reward model, trainer (removes its
+exactly. One bad episode never ends the run: an environment that raises or times out, or a
+non-finite reward, leaves that episode out of the advantages, counted, its first traceback of each
+kind in errors/; an alert fires when the step's share of such episodes passes
+rollout.invalid_alert_rate (and stops the run with rollout.stop_on_invalid). Failures of the loop
+itself (an engine gone for good, the admission task) are raised, never left to hang it.
+
+Shutdown order: progress bar, rollout tasks, metrics file, reward actors, trainer (removes its
 shared-memory weights), engines, then Ray if this loop started it.
 """
 
@@ -32,38 +28,38 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from functools import lru_cache, partial
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import ray
 import torch
 from transformers import AutoTokenizer
 
-from flywheel.algorithms.dapo import informative_groups, overlong_penalty
-from flywheel.algorithms.gae import gae_advantages, masked_whiten, terminal_rewards
-from flywheel.algorithms.select import sequence_advantages
+from flywheel.algorithms import make_algorithm
+from flywheel.algorithms.batch import build_batch
 from flywheel.config import Config, dump_config
 from flywheel.engines import engine_class
 from flywheel.engines.base import Engine
 from flywheel.engines.remote import RemoteEngine
-from flywheel.envs.arithmetic import Problem, make_splits
-from flywheel.envs.base import Environment, Task
 from flywheel.envs.registry import make_env
 from flywheel.envs.rollout import episode_metrics, run_group
+from flywheel.monitor.faults import FaultLog
 from flywheel.monitor.metrics import MetricsLog, read_metrics
 from flywheel.monitor.progress import RunProgress
-from flywheel.rewards.exact import exact_match_reward
 from flywheel.rewards.judge import EngineBackend, Judge
 from flywheel.rewards.pipeline import RewardPipeline, Scorer, reward_model_scorer
 from flywheel.rollout.router import EngineRouter
-from flywheel.types import Completion, Episode, TrainBatch, collate
+from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, TaskSet, take_batch
+from flywheel.types import Episode
 from flywheel.weights import open_transport
 from flywheel.weights.base import WeightTransport, WeightUpdate
+
+
+class RunStopped(RuntimeError):
+    """An alert fired whose config asks to stop the run; the message says which."""
 
 
 @dataclass
@@ -119,46 +115,21 @@ def _gpu_share() -> float:
     return 0.5 if torch.cuda.is_available() else 0
 
 
-@lru_cache(maxsize=4)
-def _epoch_order(num_problems: int, epoch: int, seed: int) -> tuple[int, ...]:
-    order = list(range(num_problems))
-    random.Random(f"{seed}-{epoch}").shuffle(order)
-    return tuple(order)
-
-
-def prompt_indices(num_problems: int, start: int, count: int, seed: int) -> list[int]:
-    """Positions start..start+count of an endless stream of problem indices: one shuffle per epoch."""
-    return [_epoch_order(num_problems, p // num_problems, seed)[p % num_problems] for p in range(start, start + count)]
-
-
-def group_seed(run_seed: int, position: int) -> int:
-    """The sampling seed of the group of stream position ``position``."""
-    return run_seed * 1_000_003 + position * 10_007
-
-
-@dataclass(frozen=True)
-class TaskSet:
-    """Train and held-out eval problems (each with a ``prompt`` and an ``answer``), and the
-    environment that runs their episodes (None: 'addition', one turn graded by the exact answer)."""
-
-    train: list[Problem] | list[Task]
-    eval: list[Problem] | list[Task]
-    env_factory: Callable[[], Environment] | None
-
-
 def load_tasks(config: Config) -> TaskSet:
-    """The task's splits: an environment's eval tasks come from another seed, minus any train prompt."""
+    """The environment's train and held-out splits: its own ``splits`` when it has one, else eval
+    tasks from another seed, minus any train prompt."""
     t = config.task
-    if t.name == "addition":
-        return TaskSet(*make_splits(t.seed, t.digits, t.train_size, t.eval_size), None)
     factory = partial(make_env, t.name, **t.env_args)
-    train = factory().tasks(t.train_size, t.seed)
+    env = factory()
+    if hasattr(env, "splits"):
+        return TaskSet(*env.splits(t.train_size, t.eval_size, t.seed), factory)
+    train = env.tasks(t.train_size, t.seed)
     seen = {task.prompt for task in train}
-    return TaskSet(train, [task for task in factory().tasks(t.eval_size, t.seed + 1) if task.prompt not in seen], factory)
+    return TaskSet(train, [task for task in env.tasks(t.eval_size, t.seed + 1) if task.prompt not in seen], factory)
 
 
 def task_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float], dict[str, float]]:
-    """The task's own grade, computed before the pipeline (exact answer, environment reward)."""
+    """The environment's own grade, computed before the pipeline."""
     return [t["reward"] for t in tasks], {}
 
 
@@ -184,7 +155,7 @@ def reward_pipeline(config: Config, policy_engine: Engine) -> tuple[RewardPipeli
 
         rm = r.reward_model
         model = ray.remote(RewardModel).options(num_cpus=0).remote(rm.path, batch_size=rm.batch_size, max_length=rm.max_length, threads=1)
-        scorers.append(reward_model_scorer(lambda texts: ray.get(model.score.remote(texts)), rm.weight))
+        scorers.append(reward_model_scorer(model.score.remote, rm.weight))
         models.append(model)
     if r.judge.enabled and r.judge.engine != "endpoint":  # a vLLM engine in the run; it cannot constrain output
         if r.judge.engine == "own":
@@ -196,235 +167,14 @@ def reward_pipeline(config: Config, policy_engine: Engine) -> tuple[RewardPipeli
     return RewardPipeline.from_config(r, rubric=None, scorers=scorers, judge=judge), stop
 
 
-def grade(episodes: list[Episode], task_rewards: list[float], problem: Problem | Task, config: Config, pipeline: RewardPipeline | None) -> tuple[list[Episode], dict[str, float]]:
-    """The group's final rewards and reward metrics: the task's grade (or the reward pipeline's
-    total), plus, when ``algorithm.overlong_buffer`` is set, DAPO's overlong shaping of the length."""
-    r, a = config.rollout, config.algorithm
-    rewards, metrics = torch.tensor(task_rewards, dtype=torch.float), {}
-    if pipeline is not None:
-        tasks = [{"prompt": problem.prompt, "answer": problem.answer, "reward": x} for x in task_rewards]
-        result = pipeline.score([e.completion.text for e in episodes], tasks)
-        rewards, metrics = torch.tensor(result.rewards, dtype=torch.float), result.metrics
-    if a.overlong_buffer:
-        lengths = torch.tensor([len(e.completion.token_ids) for e in episodes])
-        rewards += overlong_penalty(lengths, r.max_new_tokens, a.overlong_buffer, a.overlong_penalty)
-    return [replace(e, reward=reward.item()) for e, reward in zip(episodes, rewards)], metrics
-
-
-def addition_episodes(prompt: list[int], problem: Problem, completions: list[Completion]) -> tuple[list[Episode], list[float]]:
-    """An addition group's episodes (rewards still 0) and their exact-answer grades."""
-    return [Episode(prompt, c, 0.0) for c in completions], [exact_match_reward(c.text, problem.answer) for c in completions]
-
-
-def score_group(prompt: list[int], problem: Problem, completions: list[Completion], config: Config) -> list[Episode]:
-    """An addition group graded by the exact answer (and overlong shaping): for tests and benchmarks."""
-    return grade(*addition_episodes(prompt, problem, completions), problem, config, None)[0]
-
-
-def rollout(workers: Workers, tokenizer, problems: list[Problem], config: Config, seed: int) -> list[list[Episode]]:
-    """group_size scored completions of each problem on the first engine (problem i samples with
-    seed + i): a blocking helper for tests and benchmarks."""
-    r = config.rollout
-    prompts = [tokenizer.encode(p.prompt) for p in problems]
-    generated = asyncio.run(workers.engines[0].generate(prompts, r.group_size, r.temperature, r.max_new_tokens, seed))
-    return [score_group(prompt, problem, completions, config) for prompt, problem, completions in zip(prompts, problems, generated)]
-
-
-@dataclass(frozen=True)
-class Group:
-    """The scored group of one prompt of the stream, and its reward metrics."""
-
-    position: int
-    episodes: list[Episode]
-    metrics: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def oldest_version(self) -> int:
-        """Of its tokens (an episode that ended before its first turn has none)."""
-        return min((e.completion.weight_version for e in self.episodes if e.completion.token_ids), default=2**62)
-
-
-def admission_room(accepted: int, running: int, version: int, max_staleness: int, batch_size: int) -> int:
-    """How many more prompts may start: (max_staleness + version + 1) * batch_size - accepted - running."""
-    return (max_staleness + version + 1) * batch_size - accepted - running
-
-
-def too_stale(oldest_version: int, trainer_version: int, max_staleness: int) -> bool:
-    return trainer_version - oldest_version > max_staleness
-
-
-class RolloutStream:
-    """The rollout side: admits prompts of the stream while the staleness gate has room, generates
-    and scores their groups on the engines, and queues them finished (failures are queued too, and
-    raised to the consumer)."""
-
-    def __init__(self, router: EngineRouter, tokenizer, tasks: TaskSet, config: Config, state: dict, pipeline: RewardPipeline | None) -> None:
-        self.router, self.tokenizer, self.tasks, self.config, self.pipeline = router, tokenizer, tasks, config, pipeline
-        self.version = 0  # the version the engines serve: set by serve()
-        self.accepted = state["accepted"]
-        self.next_position = state["next_position"]
-        self.readmit = deque(state["pending"])  # admitted before a resume, never finished
-        self.running: dict[int, asyncio.Task] = {}
-        self.finished: asyncio.Queue[Group | BaseException] = asyncio.Queue()
-        self.queued: set[int] = set()  # positions of the finished groups in the queue
-        self.room_changed = asyncio.Event()
-        self.generated_tokens = 0
-        self._producer: asyncio.Task | None = None
-
-    def start(self) -> None:
-        self._producer = asyncio.create_task(self._admit_forever())
-
-    def room(self) -> int:
-        r = self.config.rollout
-        return admission_room(self.accepted, len(self.running), self.version, r.max_staleness, r.prompts_per_step)
-
-    async def _admit_forever(self) -> None:
-        while True:
-            while self.room() <= 0:
-                self.room_changed.clear()
-                await self.room_changed.wait()
-            if self.readmit:
-                position = self.readmit.popleft()
-            else:
-                position, self.next_position = self.next_position, self.next_position + 1
-            self.running[position] = asyncio.create_task(self._generate(position))
-
-    async def _generate(self, position: int) -> None:
-        try:
-            group = Group(position, *await self._group(position))
-        except Exception as error:  # raised again by next_group
-            self.finished.put_nowait(error)
-            return
-        finally:
-            del self.running[position]
-            self.router.release(position)
-        self.accepted += 1
-        self.generated_tokens += sum(len(e.completion.token_ids) for e in group.episodes)
-        self.queued.add(position)
-        self.finished.put_nowait(group)
-
-    async def _group(self, position: int) -> tuple[list[Episode], dict[str, float]]:
-        """The graded episodes of the prompt at ``position`` and their metrics."""
-        r, seed = self.config.rollout, group_seed(self.config.run.seed, position)
-        [index] = prompt_indices(len(self.tasks.train), position, 1, self.config.run.seed)
-        problem = self.tasks.train[index]
-        if self.tasks.env_factory is None:
-            prompt = self.tokenizer.encode(problem.prompt)
-            [completions] = await self.router.generate([prompt], r.group_size, r.temperature, r.max_new_tokens, seed, key=position)
-            (episodes, task_rewards), metrics = addition_episodes(prompt, problem, completions), {}
-        else:  # every turn of the group on one replica (its prefix cache holds the earlier turns)
-            episodes = await run_group(self.router.pinned(position), self.tokenizer, self.tasks.env_factory, problem, r.group_size, r.temperature, r.max_new_tokens, seed)
-            task_rewards, metrics = [e.reward for e in episodes], episode_metrics(episodes)
-        if self.pipeline is None:
-            graded, reward_metrics = grade(episodes, task_rewards, problem, self.config, None)
-        else:  # judges and reward models block: off the event loop
-            graded, reward_metrics = await asyncio.to_thread(grade, episodes, task_rewards, problem, self.config, self.pipeline)
-        return graded, metrics | reward_metrics
-
-    async def next_group(self) -> Group:
-        item = await self.finished.get()
-        if isinstance(item, BaseException):
-            raise item
-        self.queued.discard(item.position)
-        return item
-
-    def release(self, count: int = 1) -> None:
-        """Dropped groups give their places back to the gate."""
-        self.accepted -= count
-        self.room_changed.set()
-
-    def serve(self, version: int) -> None:
-        """The engines now serve ``version``: the gate widens."""
-        self.version = version
-        self.room_changed.set()
-
-    def pending(self) -> list[int]:
-        """Positions admitted and not yet consumed: running, finished in the queue, or awaiting re-admission."""
-        return sorted([*self.running, *self.queued, *self.readmit])
-
-    async def stop(self) -> None:
-        tasks = [t for t in [self._producer, *self.running.values()] if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def take_batch(stream: RolloutStream, trainer_version: int, config: Config, dump) -> tuple[list[Group], dict[str, float]]:
-    """The groups of the step trained on weights ``trainer_version``, sorted by stream position.
-
-    Stale groups are dropped (``async/dropped_stale``). With DAPO's dynamic sampling, groups whose
-    rewards are all equal are dropped too (``sampling/dropped_groups``) and replaced, up to
-    ``algorithm.max_sampling_rounds * prompts_per_step`` groups examined; if none was informative
-    by then, the last uninformative ones are trained on as they are (zero advantage, zero gradient).
-    """
-    a, wanted = config.algorithm, config.rollout.prompts_per_step
-    limit = wanted * (a.max_sampling_rounds if a.dynamic_sampling else 1)
-    kept: list[Group] = []
-    uninformative: list[Group] = []
-    stale, waited = 0, 0.0
-    while len(kept) < wanted and len(kept) + len(uninformative) < limit:
-        started = time.perf_counter()
-        group = await stream.next_group()
-        waited += time.perf_counter() - started
-        if too_stale(group.oldest_version, trainer_version, config.rollout.max_staleness):
-            stale += 1
-            stream.release()
-            dump(group, "stale", trainer_version)
-        elif a.dynamic_sampling and not informative_groups(torch.tensor([[e.reward for e in group.episodes]]))[0]:
-            uninformative.append(group)
-            stream.release()
-        else:
-            kept.append(group)
-    if not kept:  # nothing informative: train on the last uninformative groups (zero gradient)
-        kept, uninformative = uninformative[-wanted:], uninformative[:-wanted]
-        stream.release(-len(kept))
-    for group in uninformative:
-        dump(group, "uninformative", trainer_version)
-    kept.sort(key=lambda g: g.position)
-    staleness = [trainer_version - e.completion.weight_version for g in kept for e in g.episodes if e.completion.token_ids] or [0]
-    reward_keys = set().union(*(g.metrics for g in kept))  # groups are equal-sized: the mean of means is the mean
-    metrics = {key: sum(g.metrics.get(key, 0.0) for g in kept) / len(kept) for key in sorted(reward_keys)} | {
-        "async/dropped_stale": stale,
-        "sampling/dropped_groups": len(uninformative),
-        "staleness/mean": sum(staleness) / len(staleness),
-        "staleness/max": max(staleness),
-        "timing/wait_for_batch_s": waited,
-    }
-    return kept, metrics
-
-
-async def build_batch(groups: list[list[Episode]], config: Config, pad_id: int, trainer: ray.actor.ActorHandle) -> TrainBatch:
-    """Collates the groups and fills in advantages (and critic returns for GAE)."""
-    a = config.algorithm
-    episodes = [e for group in groups for e in group]
-    batch = collate(episodes, pad_id)
-    rewards = torch.tensor([[e.reward for e in group] for group in groups])
-    if a.kl_beta > 0 and a.kl_placement == "reward":
-        rewards = rewards - a.kl_beta * (await trainer.sequence_kl.remote(batch)).view_as(rewards)
-    mask = batch.loss_mask
-    returns = None
-    if a.advantage == "gae":
-        values = await trainer.values.remote(batch)
-        advantages, returns = gae_advantages(terminal_rewards(rewards.flatten(), mask), values, mask, a.gamma, a.lam)
-        advantages = masked_whiten(advantages, mask)
-    else:
-        advantages = sequence_advantages(a)(rewards).flatten()[:, None] * mask
-    if a.overlong_filter:
-        mask = mask * torch.tensor([not e.completion.truncated for e in episodes])[:, None]
-    return replace(batch, loss_mask=mask, advantages=advantages, returns=returns)
-
-
 async def evaluate(router: EngineRouter, tokenizer, tasks: TaskSet, temperature: float, config: Config) -> dict[str, float]:
-    """One episode of every held-out problem: accuracy (mean reward: 1 for an exact answer) and,
-    for an environment, its tool and turn metrics. Same seed every time."""
+    """One episode of every held-out task (task k samples with seed run.seed + k): accuracy (mean
+    reward of the valid episodes) and the environment's tool and turn metrics."""
     seed, max_tokens = config.run.seed, config.rollout.max_new_tokens
-    if tasks.env_factory is None:
-        prompts = [tokenizer.encode(p.prompt) for p in tasks.eval]
-        groups = await router.generate(prompts, 1, temperature, max_tokens, seed)
-        return {"accuracy": sum(exact_match_reward(g[0].text, p.answer) for g, p in zip(groups, tasks.eval)) / len(tasks.eval)}
     runs = (run_group(router, tokenizer, tasks.env_factory, task, 1, temperature, max_tokens, seed + k) for k, task in enumerate(tasks.eval))
     episodes = [e for group in await asyncio.gather(*runs) for e in group]
-    return {"accuracy": sum(e.reward for e in episodes) / len(episodes)} | episode_metrics(episodes)
+    valid = [e for e in episodes if e.valid]
+    return {"accuracy": sum(e.reward for e in valid) / max(len(valid), 1)} | episode_metrics(episodes)
 
 
 async def eval_metrics(router: EngineRouter, tokenizer, tasks: TaskSet, config: Config) -> dict[str, float]:
@@ -436,13 +186,14 @@ async def eval_metrics(router: EngineRouter, tokenizer, tasks: TaskSet, config: 
 
 
 def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], generated_tokens: int, version: int) -> dict[str, float]:
-    """The rollout-side metrics of one step. seconds: wait_for_batch (trainer starved), train,
-    sync (publishing, after the previous version's load), wait_for_weights (engines paused by the
-    previous load), step."""
+    """The rollout-side metrics of one step (rewards over valid episodes). seconds: wait_for_batch
+    (trainer starved), train, sync (publishing, after the previous version's load), wait_for_weights
+    (engines paused by the previous load), step."""
     tokens = sum(len(e.completion.token_ids) for e in episodes)
+    valid = [e.reward for e in episodes if e.valid]
     return {
         "step": step,
-        "reward/mean": sum(e.reward for e in episodes) / len(episodes),
+        "reward/mean": sum(valid) / max(len(valid), 1),
         "response_length/mean": tokens / len(episodes),
         "response_length/truncated_frac": sum(e.completion.truncated for e in episodes) / len(episodes),
         **{f"timing/{name}": value for name, value in seconds.items()},
@@ -527,31 +278,49 @@ def train(config: Config, workers: Workers | None = None) -> Path:
                 ray.shutdown()
 
 
-async def _train(config: Config, workers: Workers) -> Path:
-    if config.run.resume:
-        run_dir = Path(config.run.resume)
-        checkpoint, state = latest_checkpoint(run_dir)
-        first_step = state["step"] + 1
-    else:
-        run_dir, checkpoint, first_step = new_run_dir(config), None, 1
-        state = {"next_position": 0, "pending": [], "accepted": 0}
+def _open_run(config: Config) -> tuple[Path, Path | None, dict]:
+    """(run directory, checkpoint to resume from or None, controller state); a resume drops what
+    came after its checkpoint from metrics.jsonl and rollouts.jsonl."""
+    if not config.run.resume:
+        run_dir = new_run_dir(config)
         (run_dir / "config.yaml").write_text(dump_config(config))
+        return run_dir, None, {"step": 0, "next_position": 0, "pending": [], "accepted": 0}
+    run_dir = Path(config.run.resume)
+    checkpoint, state = latest_checkpoint(run_dir)
+    metrics_path, dump_path = run_dir / "metrics.jsonl", run_dir / "rollouts.jsonl"
+    kept = [row for row in read_metrics(metrics_path) if row["step"] <= state["step"]]
+    metrics_path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+    if dump_path.is_file():  # a group trained at step k was trained on version k - 1
+        fates = [row for row in read_metrics(dump_path) if row["fate"] != "pending" and row["trainer_version"] < state["step"]]
+        dump_path.write_text("".join(json.dumps(row) + "\n" for row in fates))
+    return run_dir, checkpoint, state
+
+
+def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[str]:
+    """The invalid-episode alert of a step (one sentence); raises RunStopped when asked to stop."""
+    rate, limit = row["rollout/invalid_frac"], config.rollout.invalid_alert_rate
+    if rate <= limit:
+        return []
+    alert = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
+    if config.rollout.stop_on_invalid:
+        raise RunStopped(alert + " Stopping the run (rollout.stop_on_invalid is true).")
+    return [alert]
+
+
+async def _train(config: Config, workers: Workers) -> Path:
+    run_dir, checkpoint, state = _open_run(config)
+    first_step = state["step"] + 1
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
-    tasks = load_tasks(config)
+    tasks, algorithm = load_tasks(config), make_algorithm(config.algorithm)
     trainer, router = workers.trainer, EngineRouter(workers.engines)
     pipeline, stop_reward_actors = reward_pipeline(config, workers.engines[0])
-    metrics_path = run_dir / "metrics.jsonl"
-    dump_path = run_dir / "rollouts.jsonl"
-    if checkpoint is not None:  # what came after the checkpoint is done again
+    if checkpoint is not None:
         await trainer.restore.remote(str(checkpoint))
-        kept = [row for row in read_metrics(metrics_path) if row["step"] < first_step]
-        metrics_path.write_text("".join(json.dumps(row) + "\n" for row in kept))
-        if dump_path.is_file():  # a group trained at step k was trained on version k - 1
-            fates = [row for row in read_metrics(dump_path) if row["fate"] != "pending" and row["trainer_version"] < first_step - 1]
-            dump_path.write_text("".join(json.dumps(row) + "\n" for row in fates))
-    log, dump = MetricsLog(metrics_path), RolloutDump(dump_path if config.run.dump_rollouts else None)
+    log = MetricsLog(run_dir / "metrics.jsonl")
+    dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
+    faults = FaultLog(run_dir / "errors")
     started = time.perf_counter()
-    stream = RolloutStream(router, tokenizer, tasks, config, state, pipeline)
+    stream = RolloutStream(router, tokenizer, tasks, config, state, algorithm, pipeline)
     update = await trainer.publish_weights.remote()
     await load_everywhere(router, stream, update)
     version = update.version
@@ -566,18 +335,26 @@ async def _train(config: Config, workers: Workers) -> Path:
             stream.start()
             for step in range(first_step, config.run.steps + 1):
                 t0 = time.perf_counter()
-                groups, rollout_metrics = await take_batch(stream, version, config, dump)
+                r = config.rollout
+                plan = BatchPlan(r.prompts_per_step, algorithm.sampling_rounds, version, r.max_staleness, r.min_valid_episodes, algorithm.keep_group)
+
+                def record(group: Group, fate: Fate, trainer_version: int, step: int = step) -> None:
+                    dump(group, fate, trainer_version)
+                    for kind in filter(None, (faults.record(e, step) for e in group.episodes)):
+                        progress.log(f"step {step:4d}  first episode fault of kind {kind}: errors/{kind}.txt")
+
+                groups, rollout_metrics = await take_batch(stream, plan, record)
                 generated, stream.generated_tokens = stream.generated_tokens, 0
                 t1 = time.perf_counter()
-                batch = await build_batch([g.episodes for g in groups], config, tokenizer.pad_token_id, trainer)
+                batch = await build_batch([g.episodes for g in groups], algorithm, tokenizer.pad_token_id, trainer)
                 train_metrics = await trainer.train_step.remote(batch)
                 for group in groups:
-                    dump(group, "trained", version)
+                    record(group, "trained", version)
                 t2 = time.perf_counter()
                 paused = await loading if loading else 0.0  # one version in flight at a time
                 update = await trainer.publish_weights.remote()
                 version = update.version
-                loading = asyncio.create_task(load_everywhere(router, stream, update))  # during the next step
+                loading = asyncio.create_task(load_everywhere(router, stream, update), name="load-weights")  # during the next step
                 t3 = time.perf_counter()
                 seconds = {"wait_for_batch_s": rollout_metrics.pop("timing/wait_for_batch_s"), "train_s": t2 - t1, "sync_s": t3 - t2,
                            "wait_for_weights_s": paused, "step_s": t3 - t0}
@@ -586,7 +363,8 @@ async def _train(config: Config, workers: Workers) -> Path:
                 row |= {"engines/live": router.live_count, "engines/resubmitted": router.resubmitted}
                 if train_metrics["train/nonfinite_skipped"]:
                     progress.log(f"step {step:4d}  non-finite loss or gradient: {train_metrics['train/nonfinite_skipped']:.0%} of the optimiser steps skipped")
-                for alert in pipeline.watch(step, row) if pipeline else []:  # raises HackingStop if asked to
+                alerts = watch_invalid(step, row, config) + (pipeline.watch(step, row) if pipeline else [])  # may raise to stop
+                for alert in alerts:
                     progress.log(f"step {step:4d}  {alert}")
                 if step % config.eval.every == 0 or step == config.run.steps:
                     await loading  # evaluate the weights of this step

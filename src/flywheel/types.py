@@ -1,8 +1,11 @@
-"""Contracts between stages: Completion (engine -> rollout), Episode (rollout -> buffer), TrainBatch (-> trainer)."""
+"""Contracts between stages: Task (dataset -> rollout), Completion (engine -> rollout), Episode (rollout -> buffer),
+TrainBatch (-> trainer)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import torch
 
@@ -28,12 +31,31 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class Task:
+    """One problem: the prompt an episode starts from, its reference answer, and whatever grading needs."""
+
+    prompt: str
+    answer: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
 class Episode:
-    """A prompt, one completion of it, and its reward."""
+    """A prompt, one completion of it, and its reward.
+
+    ``error`` names why an episode cannot be scored (its environment raised or timed out, its reward
+    is not finite): such an episode is left out of its group's advantages and of the loss, not
+    scored 0.
+    """
 
     prompt_ids: list[int]
     completion: Completion
     reward: float
+    error: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.error is None and math.isfinite(self.reward)
 
 
 @dataclass(frozen=True)
@@ -49,16 +71,19 @@ class TrainBatch:
     loss_mask: torch.Tensor  # [B, T] float32, 1 on completion tokens that are trained on
     behaviour_logprobs: torch.Tensor  # [B, T] float32
     advantages: torch.Tensor  # [B, T] float32 (sequence estimators repeat one value along the row)
-    returns: torch.Tensor | None = None  # [B, T] float32, critic targets (PPO only)
+    returns: torch.Tensor | None = None  # [B, T] float32, critic targets (critic algorithms only)
+    old_values: torch.Tensor | None = None  # [B, T] float32, the critic's values when the batch was built
+    old_logprobs: torch.Tensor | None = None  # [B, T] float32, proximal logprobs (set by the trainer)
+    loss_weights: torch.Tensor | None = None  # [B, T] float32, off-policy weights of the loss (None: 1)
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
 
     def split(self, parts: int) -> list["TrainBatch"]:
-        """Consecutive slices whose sizes differ by at most one."""
-        fields = [self.tokens, self.attention_mask, self.loss_mask, self.behaviour_logprobs, self.advantages, self.returns]
-        columns = [f.tensor_split(parts) if f is not None else [None] * parts for f in fields]
-        return [TrainBatch(*row) for row in zip(*columns)]
+        """Consecutive slices of rows whose sizes differ by at most one; every field is sliced."""
+        columns = {f.name: getattr(self, f.name) for f in fields(self)}
+        pieces = {name: value.tensor_split(parts) if value is not None else [None] * parts for name, value in columns.items()}
+        return [TrainBatch(**{name: piece[i] for name, piece in pieces.items()}) for i in range(parts)]
 
 
 def collate(episodes: list[Episode], pad_id: int) -> TrainBatch:

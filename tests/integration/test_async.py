@@ -12,8 +12,12 @@ import ray
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from helpers import exact_groups
 from flywheel.config import load_config
-from flywheel.controller import Workers, build_batch, group_seed, prompt_indices, score_group, train
+from flywheel.algorithms import make_algorithm
+from flywheel.algorithms.batch import build_batch
+from flywheel.controller import Workers, train
+from flywheel.rollout.stream import group_seed, prompt_indices
 from flywheel.engines.remote import RemoteEngine
 from flywheel.engines.vllm import VLLMEngine
 from flywheel.envs.arithmetic import make_splits
@@ -79,7 +83,7 @@ def test_staleness_zero_equals_generate_then_train(fresh_workers, tmp_path):
 
     workers = fresh_workers(config)  # the same initial model, loaded by the engine
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
-    train_set = make_splits(config.task.seed, config.task.digits, config.task.train_size, config.task.eval_size)[0]
+    train_set = make_splits(config.task.seed, config.task.env_args["digits"], config.task.train_size, config.task.eval_size)[0]
     r, batch_size = config.rollout, config.rollout.prompts_per_step
     for step in range(1, 4):
         groups = []
@@ -87,12 +91,12 @@ def test_staleness_zero_equals_generate_then_train(fresh_workers, tmp_path):
             problem = train_set[prompt_indices(len(train_set), position, 1, config.run.seed)[0]]
             prompt = tokenizer.encode(problem.prompt)
             [completions] = asyncio.run(workers.engines[0].generate([prompt], r.group_size, r.temperature, r.max_new_tokens, group_seed(config.run.seed, position)))
-            groups.append(score_group(prompt, problem, completions, config))
+            groups.append(exact_groups(prompt, problem, completions))
         rows = dumped[(step - 1) * batch_size : step * batch_size]
         assert [row["position"] for row in rows] == list(range((step - 1) * batch_size, step * batch_size))
         assert [row["token_ids"] for row in rows] == [[e.completion.token_ids for e in g] for g in groups]
         assert all(set(sum(row["weight_versions"], [])) == {step - 1} for row in rows)
-        batch = asyncio.run(build_batch(groups, config, tokenizer.pad_token_id, workers.trainer))
+        batch = asyncio.run(build_batch(groups, make_algorithm(config.algorithm), tokenizer.pad_token_id, workers.trainer))
         assert ray.get(workers.trainer.train_step.remote(batch))["loss"] == losses[step - 1]
         workers.sync_weights()
 

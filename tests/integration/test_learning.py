@@ -1,5 +1,5 @@
 """Short runs of the real loop (vLLM + Ray + trainer) raise the reward on a fixed batch of train prompts,
-for every algorithm preset."""
+for every algorithm."""
 
 import json
 from pathlib import Path
@@ -8,8 +8,10 @@ import pytest
 import yaml
 from transformers import AutoTokenizer
 
-from flywheel.config import PRESETS, load_config
-from flywheel.controller import rollout, train
+from helpers import rollout
+from flywheel.algorithms import ALGORITHMS
+from flywheel.config import load_config
+from flywheel.controller import train
 from flywheel.envs.arithmetic import make_splits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,21 +22,20 @@ REQUIRED = {
 
 
 def fixed_batch_reward(workers, tokenizer, problems, config) -> float:
-    """Mean exact-answer reward of 16 samples per problem (no shaping: the same yardstick for every preset)."""
+    """Mean exact-answer reward of 16 samples per problem (no shaping: the same yardstick for every algorithm)."""
     wide = config.model_copy(update={"rollout": config.rollout.model_copy(update={"group_size": 16})})
-    plain = wide.model_copy(update={"algorithm": wide.algorithm.model_copy(update={"overlong_buffer": 0})})
-    rewards = [e.reward for group in rollout(workers, tokenizer, problems, plain, seed=5) for e in group]
+    rewards = [e.reward for group in rollout(workers, tokenizer, problems, wide, seed=5) for e in group]
     return sum(rewards) / len(rewards)
 
 
 def short_run(fresh_workers, tmp_path, preset: str, steps: int, extra: tuple[str, ...] = ()):
     config = load_config(
         REPO / "configs/quickstart.yaml",
-        [*extra, f"algorithm.preset={preset}", f"run.output_dir={tmp_path}", f"run.steps={steps}", f"run.checkpoint_every={steps // 2}",
+        [*extra, f"algorithm.name={preset}", f"run.output_dir={tmp_path}", f"run.steps={steps}", f"run.checkpoint_every={steps // 2}",
          f"eval.every={steps // 2}", "run.progress=false", "task.train_size=64", "trainer.lr=5e-4"],  # every step trains on the fixed batch
     )
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
-    fixed = make_splits(config.task.seed, config.task.digits, config.task.train_size, config.task.eval_size)[0]
+    fixed = make_splits(config.task.seed, config.task.env_args["digits"], config.task.train_size, config.task.eval_size)[0]
     workers = fresh_workers(config)
     before = fixed_batch_reward(workers, tokenizer, fixed, config)
     run_dir = train(config, workers)
@@ -61,7 +62,7 @@ def test_short_grpo_run_learns_and_writes_the_run_directory(fresh_workers, tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", [p for p in PRESETS if p != "grpo"])
+@pytest.mark.parametrize("preset", [p for p in ALGORITHMS if p != "grpo"])
 def test_every_algorithm_raises_reward(fresh_workers, tmp_path, preset):
     before, after, _ = short_run(fresh_workers, tmp_path, preset, steps=8)
     assert after >= before + 0.05, (before, after)

@@ -6,8 +6,10 @@ import ray
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from helpers import rollout
 from flywheel.algorithms.aggregation import token_mean
-from flywheel.controller import build_batch, rollout
+from flywheel.algorithms import make_algorithm
+from flywheel.algorithms.batch import build_batch
 from flywheel.envs.arithmetic import make_splits
 from flywheel.trainer.logprobs import token_logprobs
 
@@ -23,7 +25,7 @@ def test_trainer_and_engine_logprobs_agree_before_and_after_update(fresh_workers
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     problems = make_splits(1, 3, 32, 1)[0]
 
-    before = asyncio.run(build_batch(rollout(workers, tokenizer, problems, config, seed=11), config, tokenizer.pad_token_id, workers.trainer))
+    before = asyncio.run(build_batch(rollout(workers, tokenizer, problems, config, seed=11), make_algorithm(config.algorithm), tokenizer.pad_token_id, workers.trainer))
     diff_before = mean_abs_diff(ray.get(workers.trainer.logprobs.remote(before)), before.behaviour_logprobs, before.loss_mask)
     assert diff_before < 1e-3
 
@@ -34,7 +36,7 @@ def test_trainer_and_engine_logprobs_agree_before_and_after_update(fresh_workers
 
     groups = rollout(workers, tokenizer, problems, config, seed=12)
     assert {e.completion.weight_version for group in groups for e in group} == {1}
-    after = asyncio.run(build_batch(groups, config, tokenizer.pad_token_id, workers.trainer))
+    after = asyncio.run(build_batch(groups, make_algorithm(config.algorithm), tokenizer.pad_token_id, workers.trainer))
     diff_after = mean_abs_diff(ray.get(workers.trainer.logprobs.remote(after)), after.behaviour_logprobs, after.loss_mask)
     assert diff_after < 1e-3
 

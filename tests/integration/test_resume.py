@@ -23,11 +23,11 @@ def test_resume_is_exact(fresh_workers, tmp_path):
         return load_config(REPO / "configs/quickstart.yaml", [*COMMON, f"run.output_dir={tmp_path}", *extra])
 
     # PPO: the resume must restore the critic and both optimisers too.
-    whole = train(config("run.steps=4", "run.name=whole", "algorithm.preset=ppo"), fresh_workers(config("algorithm.preset=ppo")))
+    whole = train(config("run.steps=4", "run.name=whole", "algorithm.name=ppo"), fresh_workers(config("algorithm.name=ppo")))
     # "Stopped" after step 3, with its last checkpoint at step 2: row 3 must be recomputed.
-    cut = train(config("run.steps=3", "run.name=cut", "algorithm.preset=ppo"), fresh_workers(config("algorithm.preset=ppo")))
+    cut = train(config("run.steps=3", "run.name=cut", "algorithm.name=ppo"), fresh_workers(config("algorithm.name=ppo")))
     assert [r["step"] for r in rows(cut)] == [0, 1, 2, 3]
-    resumed = config("run.steps=4", f"run.resume={cut}", "algorithm.preset=ppo")
+    resumed = config("run.steps=4", f"run.resume={cut}", "algorithm.name=ppo")
     assert train(resumed, fresh_workers(resumed)) == cut
 
     expected, got = rows(whole), rows(cut)

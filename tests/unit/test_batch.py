@@ -5,7 +5,8 @@ import asyncio
 import torch
 
 from flywheel.config import load_config
-from flywheel.controller import build_batch
+from flywheel.algorithms import make_algorithm
+from flywheel.algorithms.batch import build_batch
 from flywheel.types import Completion, Episode
 
 
@@ -15,9 +16,9 @@ def episode(prompt: list[int], tokens: list[int], reward: float, truncated: bool
 
 
 def test_grpo_batch_broadcasts_advantages_and_filters_truncated_completions():
-    config = load_config(None, ["rollout.group_size=2", "algorithm.preset=dapo"])
+    config = load_config(None, ["rollout.group_size=2", "algorithm.name=dapo"])
     groups = [[episode([4, 5], [6, 1], 1.0), episode([4, 5], [7, 7, 7], 0.0, truncated=True)]]
-    batch = asyncio.run(build_batch(groups, config, pad_id=0, trainer=None))
+    batch = asyncio.run(build_batch(groups, make_algorithm(config.algorithm), pad_id=0, trainer=None))
     # rows: [4, 5, 6, 1, pad] and [4, 5, 7, 7, 7]; completion positions 2-3 and 2-4
     assert batch.tokens.tolist() == [[4, 5, 6, 1, 0], [4, 5, 7, 7, 7]]
     assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]

@@ -77,6 +77,51 @@ def test_math_env_grades_by_equivalence():
     assert make_env("math").tasks(1, seed=0) == [Task("Compute 7/7 - 1/5. Put the simplified answer in \\boxed{}.", "4/5")]
 
 
+SUM = Task("Compute 3/4 + 5/6. Put the simplified answer in \\boxed{}.", "19/12")
+DIFFERENCE = Task("Compute 1/4 - 3/4. Put the simplified answer in \\boxed{}.", "-1/2")
+WHOLE = Task("Compute 1/2 + 1/2. Put the simplified answer in \\boxed{}.", "1")
+
+
+@pytest.mark.parametrize(
+    ("task", "completion"),
+    [
+        (SUM, r"\boxed{\frac{3}{4}+\frac{5}{6}}"),  # the question restated: equal, not an answer
+        (SUM, r"\boxed{3/4 + 5/6}"),
+        (SUM, r"\boxed{\frac{38}{24}}"),
+        (SUM, r"\boxed{1\frac{7}{12}}"),
+        (SUM, r"\boxed{\frac{19}{12} \approx 1.58}"),
+        (SUM, r"\boxed{1.58}"),  # rounded too far
+        (WHOLE, r"\boxed{\frac{2}{2}}"),
+        (WHOLE, r"\boxed{\frac{1}{1}}"),
+    ],
+)
+def test_math_env_refuses_answers_that_still_need_work(task, completion):
+    env = make_env("math")
+    env.reset(task)
+    assert env.step(completion).reward == 0.0
+
+
+@pytest.mark.parametrize(
+    ("task", "completion"),
+    [
+        (SUM, r"Adding: $\frac{9}{12}+\frac{10}{12} = \boxed{\dfrac{19}{12}}$."),
+        (SUM, r"\boxed{19/12}"),
+        (SUM, r"\boxed{\tfrac{19}{12}\,}"),
+        (SUM, r"\boxed{1.583333}"),
+        (SUM, "19/12"),  # a bare answer, no box
+        (DIFFERENCE, r"\boxed{-\frac{1}{2}}"),
+        (DIFFERENCE, r"\boxed{\frac{-1}{2}}"),
+        (DIFFERENCE, r"\boxed{-0.5}"),
+        (WHOLE, r"\boxed{1}"),
+        (WHOLE, r"\boxed{1.0}"),
+    ],
+)
+def test_math_env_pays_every_simplest_form(task, completion):
+    env = make_env("math")
+    env.reset(task)
+    assert env.step(completion).reward == 1.0
+
+
 @pytest.fixture(scope="module")
 def sandbox():
     with Sandbox(workers=1, cpu_seconds=2, wall_timeout_s=5.0) as sb:
@@ -86,15 +131,19 @@ def sandbox():
 def test_python_code_runs_hidden_tests_in_the_sandbox(sandbox):
     env = make_env("python_code", sandbox=sandbox, max_turns=2)
     task = next(t for t in env.tasks(50, seed=0) if t.metadata["function"] == "fib")
-    assert env.reset(task) == "Write a Python function fib(n) that returns the n-th Fibonacci number, fib(0) = 0 and fib(1) = 1. Answer with the code in a ```python block."
-    wrong = "```python\ndef fib(n):\n    return n\n```"  # right for 0 and 1 only: 2 of 4 hidden tests
-    assert env.step(wrong) == StepResult("2 of 4 hidden tests failed. Try again.", None, False)
+    assert env.reset(task) == (
+        "Write a Python function fib(n) that returns the n-th Fibonacci number, fib(0) = 0 and fib(1) = 1. "
+        "For example, fib(173) == 638817435613190341905763972389505493. Answer with the code in a ```python block."
+    )
+    assert [args for args, _ in task.metadata["cases"]] == [(225,), (151,), (169,), (194,), (205,), (256,), (289,), (96,), (135,), (260,)]
+    right = "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n"
+    wrong = f"```python\n{right}\n_right = fib\n\ndef fib(n):\n    return _right(n) if n < 200 else 0\n```"  # 5 of 10 cases
+    assert env.step(wrong) == StepResult("5 of 10 hidden tests failed. Try again.", None, False)
     assert env.step(wrong) == StepResult(None, 0.5, True, {})  # the last turn scores its pass rate
     env.reset(task)
-    right = "```python\ndef fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n```"
-    assert env.step(right) == StepResult(None, 1.0, True, {})
+    assert env.step(f"```python\n{right}```") == StepResult(None, 1.0, True, {})
     env.reset(task)
-    assert env.step("I don't know.").observation == "No Python code found. Try again."
+    assert env.step("I don't know.").observation == "No ```python block that parses and defines fib found. Try again."
 
 
 def test_reasoning_gym_adapter_scores_with_the_dataset():

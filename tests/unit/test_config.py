@@ -23,9 +23,13 @@ def test_quickstart_loads_and_round_trips(tmp_path):
         (["trainer.lrr=1"], "unknown key 'trainer.lrr'"),
         (["trainer.lr=fast"], "bad value for 'trainer.lr'"),
         (["rollout.group_size=1"], "bad value for 'rollout.group_size'"),
-        (["algorithm.preset=ppo2"], "bad value for 'algorithm.preset'"),
-        (["algorithm.clip_low=null"], "algorithm.clip_low may be null only with loss 'cispo'"),
-        (["algorithm.overlong_buffer=9"], "algorithm.overlong_buffer (9) must not exceed rollout.max_new_tokens (8)"),
+        (["algorithm.name=ppo2"], "unknown algorithm.name 'ppo2': use one of grpo, dr_grpo, dapo"),
+        (["algorithm.clip_low=null"], "bad value for 'algorithm.clip_low'"),
+        (["algorithm.dynamic_sampling=true"], "'algorithm.dynamic_sampling' is not a setting of algorithm 'grpo' (its keys:"),
+        (["algorithm.name=ppo", "algorithm.std_scale=none"], "'algorithm.std_scale' is not a setting of algorithm 'ppo'"),
+        (["algorithm.name=dapo", "algorithm.overlong_buffer=9"], "algorithm.overlong_buffer (9) must not exceed rollout.max_new_tokens (8)"),
+        (["task.name=nope"], "unknown task.name 'nope': use one of the environments"),
+        (["task.env_args={digitz: 3}"], "task.env_args do not fit environment 'arithmetic'"),
         (["run.resume=nowhere"], "run.resume 'nowhere' holds no checkpoint to resume from"),
         (["lr"], "override 'lr' is not of the form section.key=value"),
         (["model.path=nowhere"], "model.path 'nowhere' is not a Hugging Face model directory"),
@@ -66,10 +70,42 @@ def test_cli_bad_input_is_one_sentence_and_exit_2(tmp_path, setup, args, expecte
     assert not (tmp_path / "runs").exists()
 
 
-def test_preset_sets_fields_and_explicit_keys_win():
-    dapo = load_config(REPO / "configs/quickstart.yaml", ["algorithm.preset=dapo"]).algorithm
+def test_algorithm_name_chooses_its_config_and_explicit_keys_win():
+    dapo = load_config(REPO / "configs/quickstart.yaml", ["algorithm.name=dapo"]).algorithm
     assert (dapo.clip_low, dapo.clip_high, dapo.dynamic_sampling, dapo.overlong_filter) == (0.2, 0.28, True, True)
-    mine = load_config(REPO / "configs/quickstart.yaml", ["algorithm.preset=dapo", "algorithm.clip_high=0.3"]).algorithm
+    mine = load_config(REPO / "configs/quickstart.yaml", ["algorithm.name=dapo", "algorithm.clip_high=0.3"]).algorithm
     assert mine.clip_high == 0.3 and mine.dynamic_sampling
-    assert load_config(None, ["algorithm.preset=ppo"]).algorithm.advantage == "gae"
-    assert load_config(None, ["algorithm.preset=dr_grpo"]).algorithm.std_scale == "none"
+    assert load_config(None, ["algorithm.name=ppo"]).algorithm.value_clip == 0.2
+    assert load_config(None, ["algorithm.name=dr_grpo"]).algorithm.std_scale == "none"
+    assert load_config(None, ["algorithm.name=cispo", "algorithm.clip_low=null"]).algorithm.clip_low is None
+
+
+def _model_copy(tmp_path: Path, drop: str | None = None, corrupt: str | None = None) -> Path:
+    model = tmp_path / "model"
+    model.mkdir()
+    for source in (REPO / "assets/tiny-adder").iterdir():
+        if source.name != drop:
+            (model / source.name).write_bytes(b"not safetensors" if source.name == corrupt else source.read_bytes())
+    return model
+
+
+@pytest.mark.parametrize(
+    "drop, corrupt, expected",
+    [
+        ("tokenizer.json", None, "has no tokenizer files (tokenizer.json, tokenizer.model or vocab.json)"),
+        (None, "model.safetensors", "weights file 'model.safetensors' cannot be read"),
+        ("model.safetensors", None, "weights file 'model.safetensors' cannot be read"),
+    ],
+)
+def test_broken_model_directory_is_one_sentence_at_load(tmp_path, drop, corrupt, expected):
+    model = _model_copy(tmp_path, drop, corrupt)
+    result = _cli(str(REPO / "configs/quickstart.yaml"), f"model.path={model}", cwd=tmp_path)
+    assert result.returncode == 2 and expected in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_loading_a_config_instantiates_no_environment(monkeypatch):
+    from flywheel.envs import python_code
+
+    monkeypatch.setattr(python_code.PythonCodeEnv, "__init__", lambda self, **kw: pytest.fail("instantiated at load"))
+    assert load_config(None, ["task.name=python_code"]).task.name == "python_code"

@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 
 from flywheel.config import RewardConfig
@@ -23,7 +25,7 @@ def lengths(completions, tasks):
 
 def test_total_is_rubric_plus_weighted_scorers_and_every_sub_score_mean_is_logged():
     pipeline = RewardPipeline(Rubric({"correct": correct, "short": short}, {"short": 0.5}), [Scorer("len", lengths, -0.1)])
-    result = pipeline.score(COMPLETIONS, TASKS)
+    result = asyncio.run(pipeline.score(COMPLETIONS, TASKS))
     # correct + 0.5 * short - 0.1 * len
     assert result.rewards == pytest.approx([1.0 + 0.5 - 0.1, 0.5 - 0.1, 1.0 - 3.5, -0.4])
     assert result.flagged == [False] * 4 and result.reasons == [[]] * 4
@@ -36,7 +38,7 @@ def test_total_is_rubric_plus_weighted_scorers_and_every_sub_score_mean_is_logge
                                                 ("zero", [1.0, 0.0, 0.0, 0.0])])  # fmt: skip
 def test_guards_apply_their_mode_and_report_rates(mode, expected):
     pipeline = RewardPipeline(Rubric({"correct": correct}), guards=[JudgeInjection(), LengthPadding()], mode=mode, penalty=2.0)
-    result = pipeline.score(COMPLETIONS, TASKS)
+    result = asyncio.run(pipeline.score(COMPLETIONS, TASKS))
     assert result.rewards == expected
     assert result.flagged == [False, False, True, False]
     assert result.reasons[2][0].startswith("judge_injection: addresses the judge")
@@ -67,12 +69,12 @@ def test_from_config_builds_the_named_guards_and_the_alert():
     assert [g.name for g in pipeline.guards] == ["length_padding", "judge_injection"]
     assert pipeline.mode == "zero" and pipeline.scorers == []
     assert (pipeline.alert.threshold, pipeline.alert.stop) == (0.3, True)
-    assert pipeline.score(COMPLETIONS, TASKS).rewards == [1.0, 0.0, 0.0, 0.0]
+    assert asyncio.run(pipeline.score(COMPLETIONS, TASKS)).rewards == [1.0, 0.0, 0.0, 0.0]
 
 
 def test_the_default_config_adds_nothing_to_the_rubric():
     pipeline = RewardPipeline.from_config(RewardConfig(), Rubric({"correct": correct}))
-    result = pipeline.score(COMPLETIONS, TASKS)
+    result = asyncio.run(pipeline.score(COMPLETIONS, TASKS))
     assert result.rewards == [1.0, 0.0, 1.0, 0.0] and result.metrics == {"reward/correct/mean": 0.5}
     assert pipeline.watch(0, result.metrics) == []
 
@@ -84,7 +86,7 @@ def test_the_reward_model_scorer_scores_prompt_plus_completion():
         seen.extend(texts)
         return [0.5] * len(texts)
 
-    result = RewardPipeline(scorers=[reward_model_scorer(score_texts, weight=2.0)]).score(COMPLETIONS[:2], TASKS[:2])
+    result = asyncio.run(RewardPipeline(scorers=[reward_model_scorer(score_texts, weight=2.0)]).score(COMPLETIONS[:2], TASKS[:2]))
     assert seen == ["2+2=4", "2+2=5"] and result.rewards == [1.0, 1.0]
     assert result.metrics == {"reward/reward_model/mean": 0.5}
 
@@ -103,4 +105,4 @@ def test_bad_pipelines_are_one_sentence(kwargs, message):
 
 def test_mismatched_lengths_are_an_error():
     with pytest.raises(ValueError, match="got 2 completions but 1 tasks"):
-        RewardPipeline(Rubric({"correct": correct})).score(["4", "5"], TASKS[:1])
+        asyncio.run(RewardPipeline(Rubric({"correct": correct})).score(["4", "5"], TASKS[:1]))

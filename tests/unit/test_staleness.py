@@ -1,6 +1,6 @@
 """The staleness gate (admission) and the staleness check (consumption), exactly."""
 
-from flywheel.controller import admission_room, too_stale
+from flywheel.rollout.stream import admission_room, too_stale
 
 
 def test_synchronous_gate_admits_exactly_one_batch_per_version():

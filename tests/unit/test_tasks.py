@@ -1,4 +1,4 @@
-from flywheel.controller import prompt_indices
+from flywheel.rollout.stream import prompt_indices
 from flywheel.envs.arithmetic import make_splits
 from flywheel.rewards.exact import exact_match_reward
 

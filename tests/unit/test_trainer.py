@@ -1,10 +1,13 @@
 """The trainer on the shipped tiny model, in process: a non-finite loss is reported and never applied."""
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import torch
 
+from flywheel.algorithms.aggregation import LossTotals
 from flywheel.config import load_config
 from flywheel.trainer.trainer import Trainer
 from flywheel.types import TrainBatch
@@ -29,3 +32,41 @@ def test_nonfinite_step_is_skipped_and_weights_unchanged(tmp_path):
     metrics = trainer.train_step(batch(1.0))
     assert metrics["train/nonfinite_skipped"] == 0.0 and math.isfinite(metrics["loss"])
     assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+
+
+def ragged_batch() -> TrainBatch:
+    """4 rows of different completion lengths, with advantages of both signs."""
+    tokens = torch.tensor([[4, 5, 6, 1, 0, 0], [4, 5, 7, 7, 7, 1], [4, 5, 8, 1, 0, 0], [4, 5, 9, 9, 1, 0]])
+    attention = (torch.arange(6) < torch.tensor([4, 6, 4, 5])[:, None]).long()
+    mask = attention.float() * (torch.arange(6) >= 2)
+    advantages = torch.tensor([1.0, -0.5, 0.25, -1.0])[:, None] * mask
+    return TrainBatch(tokens, attention, mask, torch.zeros(4, 6), advantages)
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "seq_mean_token_sum_norm"])
+def test_a_step_cut_into_micro_batches_equals_the_uncut_step(tmp_path, aggregation):
+    config = load_config(REPO / "configs/quickstart.yaml", [f"algorithm.aggregation={aggregation}", "algorithm.entropy_coef=0.01"])
+    whole, cut = Trainer(config, FileTransport(tmp_path / "a")), Trainer(config, FileTransport(tmp_path / "b"))
+    batch = ragged_batch()
+    batch = replace(batch, old_logprobs=whole.logprobs(batch))
+    totals = LossTotals.of(batch.loss_mask, norm_tokens=8)
+    loss = whole.forward_backward(batch, totals)["loss"]
+    # uneven micro-batches (1 row, then 3), each normalised by the whole step's totals
+    first, rest = (replace(batch, **{f: getattr(batch, f)[rows] for f in ("tokens", "attention_mask", "loss_mask", "behaviour_logprobs", "advantages", "old_logprobs")}) for rows in (slice(0, 1), slice(1, 4)))
+    parts = cut.forward_backward(first, totals)["loss"] + cut.forward_backward(rest, totals)["loss"]
+    assert abs(loss - parts) < 1e-7
+    for (name, a), b in zip(whole.model.named_parameters(), cut.model.parameters()):  # the accumulated gradients
+        torch.testing.assert_close(a.grad, b.grad, atol=2e-6, rtol=1e-5)
+
+
+def test_ppo_value_loss_clips_against_the_rollout_time_values(tmp_path):
+    """Two minibatches: the critic's first update moves the second minibatch's values away from those
+    it gave at rollout time, by more than value_clip, so the clipped term is active (the loop used to
+    recompute the 'old' values just before the update, and nothing ever clipped)."""
+    config = load_config(REPO / "configs/quickstart.yaml", ["algorithm.name=ppo", "algorithm.critic_lr=0.01", "algorithm.value_clip=0.01", "trainer.minibatches=2"])
+    trainer = Trainer(config, FileTransport(tmp_path))
+    batch = ragged_batch()
+    values = trainer.values(batch)
+    returns = torch.tensor([5.0, -5.0, 5.0, -5.0])[:, None] * batch.loss_mask
+    metrics = trainer.train_step(replace(batch, returns=returns, old_values=values))
+    assert metrics["critic/value_clip_frac"] > 0.2

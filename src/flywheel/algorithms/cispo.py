@@ -3,6 +3,12 @@
 import torch
 
 from flywheel.algorithms.aggregation import token_mean
+from typing import Literal
+
+from pydantic import Field
+
+from flywheel.algorithms.base import Algorithm, AlgorithmConfig
+from flywheel.algorithms.grpo import STD_SCALES, grpo_advantages
 
 
 def cispo_loss(
@@ -29,3 +35,21 @@ def cispo_loss(
             "ratio/mean": token_mean(ratio, mask).item(),
         }
     return loss * mask, metrics
+
+class CISPOConfig(AlgorithmConfig):
+    name: Literal["cispo"] = "cispo"
+    std_scale: Literal[STD_SCALES] = Field("group", description="Divide group-centred rewards by the group's std, the batch's, or nothing.")
+    clip_low: float | None = Field(None, gt=0, lt=1, description="IS weights below 1 - clip_low are clipped (null: no lower bound).")
+    clip_high: float = Field(0.28, gt=0, description="IS weights above 1 + clip_high are clipped.")
+
+
+class CISPO(Algorithm):
+    """Group-normalised advantages and clipped, stop-gradient IS weights on every token."""
+
+    config_type = CISPOConfig
+
+    def advantages(self, rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        return grpo_advantages(rewards, self.config.std_scale, valid=valid)
+
+    def policy_loss(self, logprobs, old_logprobs, advantages, mask):
+        return cispo_loss(logprobs, old_logprobs, advantages, mask, self.config.clip_low, self.config.clip_high)

@@ -1,6 +1,11 @@
 """DAPO helpers (Yu et al. 2025): the soft overlong penalty and the groups kept by dynamic sampling."""
 
 import torch
+from typing import Literal
+
+from pydantic import Field
+
+from flywheel.algorithms.grpo import GRPO, GRPOConfig
 
 
 def overlong_penalty(lengths: torch.Tensor, max_tokens: int, buffer: int, factor: float = 1.0) -> torch.Tensor:
@@ -20,3 +25,32 @@ def overlong_penalty(lengths: torch.Tensor, max_tokens: int, buffer: int, factor
 def informative_groups(rewards: torch.Tensor) -> torch.Tensor:
     """rewards [G, n] -> bool [G]: True where the group's rewards are not all equal (a non-zero learning signal)."""
     return (rewards != rewards[:, :1]).any(dim=1)
+
+class DAPOConfig(GRPOConfig):
+    name: Literal["dapo"] = "dapo"
+    clip_high: float = Field(0.28, gt=0, description="Ratios above 1 + clip_high are clipped (clip-higher).")
+    dynamic_sampling: bool = Field(True, description="Drop groups whose rewards are all equal and sample more prompts.")
+    max_sampling_rounds: int = Field(4, ge=1, description="Rounds of prompts_per_step groups a step may examine before training on a short batch.")
+    overlong_buffer: int = Field(2, ge=0, description="Completions longer than max_new_tokens - buffer lose reward linearly (0: off).")
+    overlong_penalty: float = Field(1.0, ge=0, description="Reward lost at max_new_tokens.")
+    overlong_filter: bool = Field(True, description="Truncated completions are left out of the loss.")
+
+
+class DAPO(GRPO):
+    """GRPO with clip-higher, token-mean aggregation, dynamic sampling and overlong shaping/filtering."""
+
+    config_type = DAPOConfig
+
+    @property
+    def sampling_rounds(self) -> int:
+        return self.config.max_sampling_rounds if self.config.dynamic_sampling else 1
+
+    def keep_group(self, rewards: list[float]) -> bool:
+        return not self.config.dynamic_sampling or bool(informative_groups(torch.tensor([rewards]))[0])
+
+    def shape_rewards(self, rewards: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> torch.Tensor:
+        c = self.config
+        return rewards + overlong_penalty(lengths, max_tokens, c.overlong_buffer, c.overlong_penalty) if c.overlong_buffer else rewards
+
+    def train_mask(self, mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+        return mask * ~truncated[:, None] if self.config.overlong_filter else mask

@@ -2,6 +2,13 @@
 length-normalised importance ratio, in its token form."""
 
 import torch
+from typing import Literal
+
+from pydantic import Field
+
+from flywheel.algorithms.aggregation import AGGREGATIONS
+from flywheel.algorithms.base import Algorithm, AlgorithmConfig
+from flywheel.algorithms.grpo import STD_SCALES, grpo_advantages
 
 
 def gspo_loss(
@@ -38,3 +45,22 @@ def gspo_loss(
             "ratio/mean": (seq_ratio * present).sum().item() / n_seq,
         }
     return loss * mask, metrics
+
+class GSPOConfig(AlgorithmConfig):
+    name: Literal["gspo"] = "gspo"
+    std_scale: Literal[STD_SCALES] = Field("group", description="Divide group-centred rewards by the group's std, the batch's, or nothing.")
+    clip_low: float = Field(3e-4, gt=0, lt=1, description="Sequence ratios below 1 - clip_low are clipped.")
+    clip_high: float = Field(4e-4, gt=0, description="Sequence ratios above 1 + clip_high are clipped.")
+    aggregation: Literal[AGGREGATIONS] = Field("seq_mean_token_mean", description="How per-token losses become one scalar (normalised over the whole optimiser step).")
+
+
+class GSPO(Algorithm):
+    """Group-normalised advantages and the sequence-level clipped ratio."""
+
+    config_type = GSPOConfig
+
+    def advantages(self, rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        return grpo_advantages(rewards, self.config.std_scale, valid=valid)
+
+    def policy_loss(self, logprobs, old_logprobs, advantages, mask):
+        return gspo_loss(logprobs, old_logprobs, advantages, mask, self.config.clip_low, self.config.clip_high)

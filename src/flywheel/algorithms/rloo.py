@@ -1,16 +1,43 @@
 """RLOO advantages (Ahmadian et al. 2024, "Back to Basics"): a leave-one-out baseline within each group."""
 
 import torch
+from typing import Literal
+
+from flywheel.algorithms.base import Algorithm, ClipConfig
+from flywheel.algorithms.ppo_clip import ppo_clip_loss
 
 
-def rloo_advantages(rewards: torch.Tensor) -> torch.Tensor:
+def rloo_advantages(rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
     """rewards [groups, n] -> advantages of the same shape, n >= 2.
 
     A_i = r_i - (1 / (n - 1)) * sum_{j != i} r_j = r_i - (sum_j r_j - r_i) / (n - 1):
-    each sample's baseline is the mean of the other n - 1 samples of its group.
+    each sample's baseline is the mean of the other n - 1 samples of its group. ``valid``
+    [groups, n] bool leaves episodes out: n and the sums count a group's valid samples only, and
+    left-out ones get 0.
     """
+    if valid is not None:
+        v = valid.to(rewards.dtype)
+        count = v.sum(dim=1, keepdim=True)
+        others_mean = ((rewards * v).sum(dim=1, keepdim=True) - rewards) / (count - 1).clamp(min=1.0)
+        return (rewards - others_mean) * v
     n = rewards.shape[1]
     if n < 2:
         raise ValueError(f"RLOO needs at least 2 samples per group, got {n}")
     others_mean = (rewards.sum(dim=1, keepdim=True) - rewards) / (n - 1)
     return rewards - others_mean
+
+class RLOOConfig(ClipConfig):
+    name: Literal["rloo"] = "rloo"
+
+
+class RLOO(Algorithm):
+    """Leave-one-out baselines and the PPO clipped surrogate."""
+
+    config_type = RLOOConfig
+
+    def advantages(self, rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        return rloo_advantages(rewards, valid)
+
+    def policy_loss(self, logprobs, old_logprobs, advantages, mask):
+        c = self.config
+        return ppo_clip_loss(logprobs, old_logprobs, advantages, mask, c.clip_low, c.clip_high, c.dual_clip)

@@ -1,6 +1,6 @@
-"""The quickstart task: multi-digit addition with an exact-answer verifier (also the ``arithmetic`` environment).
+"""The quickstart task: multi-digit addition with an exact-answer verifier, as the ``arithmetic`` environment.
 
-A problem is the prompt ``"123+456="`` and the answer ``"579"``. Splits are generated from a seed,
+A task is the prompt ``"123+456="`` and the answer ``"579"``. Splits are generated from a seed,
 so every run (and the asset script's warm-up) sees the same problems; the eval split never shares
 a problem with the train split.
 """
@@ -8,7 +8,6 @@ a problem with the train split.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 from flywheel.envs.base import StepResult, Task, final
 from flywheel.envs.registry import register_env
@@ -18,33 +17,26 @@ from flywheel.rewards.exact import exact_match_reward
 ALPHABET = "0123456789+="
 
 
-@dataclass(frozen=True)
-class Problem:
-    prompt: str
-    answer: str
-
-
-def _problem(rng: random.Random, digits: int) -> Problem:
+def _problem(rng: random.Random, digits: int) -> Task:
     high = 10**digits - 1
     a, b = rng.randint(0, high), rng.randint(0, high)
-    return Problem(prompt=f"{a}+{b}=", answer=str(a + b))
+    return Task(prompt=f"{a}+{b}=", answer=str(a + b))
 
 
-def make_splits(seed: int, digits: int, train_size: int, eval_size: int) -> tuple[list[Problem], list[Problem]]:
+def make_splits(seed: int, digits: int, train_size: int, eval_size: int) -> tuple[list[Task], list[Task]]:
     """Deterministic, disjoint train and eval splits of distinct problems."""
     space = 10 ** (2 * digits)
     if train_size + eval_size > space // 2:
         raise ValueError(f"{train_size + eval_size} problems requested but {digits}-digit addition has only {space}")
     rng = random.Random(seed)
     seen: set[str] = set()
-    problems: list[Problem] = []
+    problems: list[Task] = []
     while len(problems) < train_size + eval_size:
         problem = _problem(rng, digits)
         if problem.prompt not in seen:
             seen.add(problem.prompt)
             problems.append(problem)
     return problems[:train_size], problems[train_size:]
-
 
 
 @register_env("arithmetic")
@@ -57,8 +49,11 @@ class ArithmeticEnv:
         self.digits, self.time_limit_s = digits, time_limit_s
 
     def tasks(self, size: int, seed: int) -> list[Task]:
-        train, _ = make_splits(seed, self.digits, train_size=size, eval_size=0)
-        return [Task(p.prompt, p.answer) for p in train]
+        return make_splits(seed, self.digits, train_size=size, eval_size=0)[0]
+
+    def splits(self, train_size: int, eval_size: int, seed: int) -> tuple[list[Task], list[Task]]:
+        """Train and held-out tasks of one seed (the shipped model's warm-up never saw the held-out ones)."""
+        return make_splits(seed, self.digits, train_size, eval_size)
 
     def reset(self, task: Task) -> str:
         self.answer = task.answer

@@ -17,15 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from flywheel.envs.tools import Tool
+from flywheel.types import Task
 
-
-@dataclass(frozen=True)
-class Task:
-    """One problem: the prompt the episode starts from, its reference answer, and whatever grading needs."""
-
-    prompt: str
-    answer: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+__all__ = ["Environment", "StepResult", "Task", "final"]
 
 
 @dataclass(frozen=True)

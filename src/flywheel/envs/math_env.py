@@ -1,4 +1,9 @@
-"""Fraction arithmetic graded by math-verify equivalence (19/12, \\frac{19}{12} and 1.58333... of enough digits all count)."""
+"""Fraction arithmetic: the answer must be a number in simplest form, then equal to the result by math-verify.
+
+The form check comes first (``flywheel.rewards.answer_form.simplest_number``): 19/12, \\frac{19}{12},
+\\dfrac{19}{12} and 1.583333 (math-verify compares decimals to 6 places) score 1; the question restated
+(\\frac{3}{4}+\\frac{5}{6}), an unreduced 38/24 or a mixed 1\\frac{7}{12} score 0, although equal.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from functools import cache
 
 from flywheel.envs.base import StepResult, Task, final
 from flywheel.envs.registry import register_env
+from flywheel.rewards.answer_form import final_answer, simplest_number
 from flywheel.rewards.verifiers import MathVerifier
 
 
@@ -22,7 +28,7 @@ def shared_verifier() -> MathVerifier:
 
 @register_env("math")
 class MathEnv:
-    """One turn: the model's last \\boxed{} answer (or last expression) must equal the task's answer."""
+    """One turn: the last \\boxed{} answer (else the whole reply) must be a number in simplest form equal to the task's answer."""
 
     max_turns, tools, stop = 1, (), ()
 
@@ -45,4 +51,5 @@ class MathEnv:
         return task.prompt
 
     def step(self, model_text: str) -> StepResult:
-        return final(self.verifier(model_text, self.answer))
+        answer = final_answer(model_text)
+        return final(self.verifier(f"\\boxed{{{answer}}}", self.answer) if simplest_number(answer) else 0.0)

@@ -31,12 +31,17 @@ def known_envs() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def make_env(name: str, **kwargs: Any) -> Environment:
-    """A new instance of the environment registered as ``name``."""
+def env_factory(name: str) -> Callable[..., Environment]:
+    """The class (or factory) registered as ``name``, not instantiated."""
     _load_builtins()
     if name not in _REGISTRY:
         raise ValueError(f"unknown environment {name!r} (known environments: {', '.join(sorted(_REGISTRY))})")
-    return _REGISTRY[name](**kwargs)
+    return _REGISTRY[name]
+
+
+def make_env(name: str, **kwargs: Any) -> Environment:
+    """A new instance of the environment registered as ``name``."""
+    return env_factory(name)(**kwargs)
 
 
 def _load_builtins() -> None:

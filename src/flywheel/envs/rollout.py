@@ -8,7 +8,12 @@ engine batches each call, and environments that wait (sandbox, verifier) do not 
 An episode ends when its environment says done (its reward), when a model turn hits the token
 limit without finishing, after ``max_turns`` model turns, at the time limit (``time_limit_s``
 from the group's start, generation included), or when its next turn could overflow the model's
-context (``tokenizer.model_max_length``); all but the first score 0.
+context (``tokenizer.model_max_length``); all but the first score 0. An environment that raises (in
+``reset`` or ``step``) or whose ``step`` outlives the time limit gives an episode with ``error`` set
+("env_error", "env_timeout"): it is left out of the advantages, never scored 0, and the group goes on.
+
+One-turn environments (``max_turns == 1``) take a fast path: one engine request samples the n
+completions of the group (seed ``seed``), then every environment grades its completion.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from flywheel.engines.base import Engine
@@ -24,7 +29,15 @@ from flywheel.envs.base import Environment, StepResult, Task
 from flywheel.envs.episode import Renderer, Transcript, env_messages
 from flywheel.types import Completion, Episode
 
-StopReason = Literal["done", "truncated", "max_turns", "time_limit", "context_limit"]
+StopReason = Literal["done", "truncated", "max_turns", "time_limit", "context_limit", "env_error", "env_timeout"]
+
+
+class EnvFailure(Exception):
+    """An environment raised or outlived the time limit; ``reason`` says which, ``__cause__`` holds the error."""
+
+    def __init__(self, reason: StopReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +49,13 @@ class EnvEpisode(Episode):
     tool_errors: int
     stop_reason: StopReason
     messages: tuple[dict[str, str], ...]  # the conversation as text, for logs and rollout dumps
+    turn_lengths: tuple[int, ...] = ()  # model tokens of each model turn
+    failure: BaseException | None = field(default=None, compare=False, repr=False)  # what an ``error`` episode raised
+
+    @property
+    def model_turns(self) -> list[str]:
+        """The model's own text, turn by turn (never the environment's)."""
+        return [m["content"] for m in self.messages if m["role"] == "assistant"]
 
 
 @dataclass
@@ -45,6 +65,7 @@ class _Live:
     turns: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
+    turn_lengths: list[int] = field(default_factory=list)
 
 
 async def run_group(
@@ -72,8 +93,16 @@ async def run_group(
     first = envs[0]
     renderer = Renderer(tokenizer, first.system_prompt, first.tools)
     deadline = started + first.time_limit_s
-    live = [_Live(env, Transcript(*renderer.prompt(env.reset(task)))) for env in envs]
+    live: list[_Live] = []
     finished: dict[int, EnvEpisode] = {}
+    for i, env in enumerate(envs):
+        try:
+            live.append(_Live(env, Transcript(*renderer.prompt(env.reset(task)))))
+        except Exception as error:  # noqa: BLE001 - any environment fault fails its episode only
+            live.append(_Live(env, Transcript(*renderer.prompt(task.prompt))))  # a real row, never trained on
+            finished[i] = _finish(renderer, live[i], 0.0, "env_error", _failure("env_error", f"{type(env).__name__}.reset raised {type(error).__name__}: {error}", error))
+    if first.max_turns == 1 and not finished:
+        return await _one_turn(engine, renderer, live, temperature, max_tokens, seed, first.stop, deadline)
     for turn in range(first.max_turns):
         for i in range(n):
             if i not in finished and len(live[i].transcript.context) + max_tokens > tokenizer.model_max_length:
@@ -92,13 +121,14 @@ async def run_group(
             episode, completion = live[i], out[0]
             episode.transcript.add_model_turn(completion)
             episode.turns += 1
-            if result is None:
-                finished[i] = _finish(renderer, episode, 0.0, "time_limit")
+            episode.turn_lengths.append(len(completion.token_ids))
+            if isinstance(result, EnvFailure):
+                finished[i] = _finish(renderer, episode, 0.0, result.reason, result)
                 continue
             episode.tool_calls += result.info.get("tool_calls", 0)
             episode.tool_errors += result.info.get("tool_errors", 0)
             if result.done:
-                finished[i] = _finish(renderer, episode, result.reward or 0.0, "done")
+                finished[i] = _finish(renderer, episode, 0.0 if result.reward is None else result.reward, "done")
             elif completion.truncated:
                 finished[i] = _finish(renderer, episode, 0.0, "truncated")
             elif turn + 1 == first.max_turns:
@@ -112,33 +142,66 @@ async def run_group(
     return [finished[i] for i in range(n)]
 
 
+async def _one_turn(
+    engine: Engine, renderer: Renderer, live: list[_Live], temperature: float, max_tokens: int, seed: int, stop: Sequence[str], deadline: float
+) -> list[EnvEpisode]:
+    """The group of a one-turn environment: its n completions from one request, graded concurrently."""
+    [completions] = await engine.generate([live[0].transcript.context], len(live), temperature, max_tokens, seed, list(stop) or None)
+    results = await asyncio.gather(*(_step(episode.env, c.text, deadline) for episode, c in zip(live, completions)))
+    episodes = []
+    for episode, completion, result in zip(live, completions, results):
+        t = episode.transcript
+        messages = (*t.messages, {"role": "assistant", "content": completion.text})
+        common = dict(turns=1, tool_calls=0, tool_errors=0, messages=messages, turn_lengths=(len(completion.token_ids),))
+        if isinstance(result, EnvFailure):
+            episodes.append(EnvEpisode(t.prompt_ids, completion, 0.0, error=result.reason, stop_reason=result.reason, failure=result, **common))
+            continue
+        reward = 0.0 if result.reward is None else result.reward
+        reason = "done" if result.done else "truncated" if completion.truncated else "max_turns"
+        common |= dict(tool_calls=result.info.get("tool_calls", 0), tool_errors=result.info.get("tool_errors", 0))
+        episodes.append(EnvEpisode(t.prompt_ids, completion, reward if result.done else 0.0, stop_reason=reason, **common))
+    return episodes
+
+
 def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
 
 
-async def _step(env: Environment, text: str, deadline: float) -> StepResult | None:
-    """The environment's answer, or None if the episode's time ran out first."""
+async def _step(env: Environment, text: str, deadline: float) -> StepResult | EnvFailure:
+    """The environment's answer, or the failure: it raised, or the episode's time ran out first."""
     try:
         return await asyncio.wait_for(asyncio.to_thread(env.step, text), _left(deadline))
-    except TimeoutError:
-        return None
+    except TimeoutError as error:
+        return _failure("env_timeout", f"{type(env).__name__}.step did not answer within the episode's time limit", error)
+    except Exception as error:  # noqa: BLE001 - any environment fault fails its episode only
+        return _failure("env_error", f"{type(env).__name__}.step raised {type(error).__name__}: {error}", error)
 
 
-def _finish(renderer: Renderer, episode: _Live, reward: float, reason: StopReason) -> EnvEpisode:
+def _failure(reason: StopReason, detail: str, cause: BaseException) -> EnvFailure:
+    failure = EnvFailure(reason, detail)
+    failure.__cause__ = cause
+    return failure
+
+
+def _finish(renderer: Renderer, episode: _Live, reward: float, reason: StopReason, failure: BaseException | None = None) -> EnvEpisode:
     t = episode.transcript
-    if not t.ids:  # timed out before its first turn: no completion to train on
+    error = reason if failure is not None else None
+    if not t.ids:  # ended before its first turn: no completion to train on
         empty = Completion([], [], "", weight_versions=(), loss_mask=())
-        return EnvEpisode(t.prompt_ids, empty, 0.0, turns=0, tool_calls=0, tool_errors=0, stop_reason=reason, messages=tuple(t.messages))
+        return EnvEpisode(t.prompt_ids, empty, 0.0, error=error, turns=0, tool_calls=0, tool_errors=0, stop_reason=reason, messages=tuple(t.messages), failure=failure)
     text = renderer.tokenizer.decode(t.ids, skip_special_tokens=True)
     return EnvEpisode(
         t.prompt_ids,
         t.completion(text, truncated=reason == "truncated"),
         reward,
+        error=error,
         turns=episode.turns,
         tool_calls=episode.tool_calls,
         tool_errors=episode.tool_errors,
         stop_reason=reason,
         messages=tuple(t.messages),
+        turn_lengths=tuple(episode.turn_lengths),
+        failure=failure,
     )
 
 

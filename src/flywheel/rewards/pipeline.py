@@ -4,13 +4,19 @@ then the hacking alert.
     reward = rubric.total + sum(scorer.weight * scorer score)  ->  guards (flag | penalize | zero)
 
 Metrics: `reward/<name>/mean` for every sub-score (unweighted), the scorers' own metrics (`judge/...`), and
-`hacking/<guard>_rate` + `hacking/any_rate`. A task is a dict: the judge reads its `prompt` (the question) and
-`answer` (the reference, when present); the reward model scores `prompt + completion`.
+`hacking/<guard>_rate` + `hacking/any_rate`. A completion is the model's own text (its last turn, never an
+environment's); a task is a dict: the task's `prompt` (the question), `answer` (the reference, when present),
+its metadata (e.g. `visible_inputs` for the guards) and `model_turns` (every model turn). The judge reads the
+prompt and answer; the reward model scores `prompt + completion`.
+
+`score` is a coroutine run on the caller's event loop: scorers may be plain functions or coroutines (the
+judge's requests and a reward-model actor's call are awaited there, never on a loop of their own).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from flywheel.config import JudgeConfig, RewardConfig
@@ -18,8 +24,8 @@ from flywheel.rewards.guards import Guard, HackingAlert, apply_guards, default_g
 from flywheel.rewards.judge import Judge, JudgeItem, OpenAIBackend
 from flywheel.rewards.rubric import Rubric
 
-#: Scores a batch of (completion, task) pairs: one float per completion, and metrics of the call.
-BatchRewardFn = Callable[[Sequence[str], Sequence[dict]], tuple[list[float], dict[str, float]]]
+#: Scores a batch of (completion, task) pairs: one float per completion, and metrics of the call (or a coroutine of them).
+BatchRewardFn = Callable[[Sequence[str], Sequence[dict]], tuple[list[float], dict[str, float]] | Awaitable[tuple[list[float], dict[str, float]]]]
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ class RewardPipeline:
         guards = [by_name[name] for name in config.guards]
         return cls(rubric, scorers, guards, mode=config.guard_mode, penalty=config.guard_penalty, alert=alert)
 
-    def score(self, completions: Sequence[str], tasks: Sequence[dict]) -> RewardResult:
+    async def score(self, completions: Sequence[str], tasks: Sequence[dict]) -> RewardResult:
         """Rewards of a batch, the guards applied, with every sub-score's mean in the metrics."""
         if len(completions) != len(tasks):
             raise ValueError(f"got {len(completions)} completions but {len(tasks)} tasks")
@@ -91,7 +97,8 @@ class RewardPipeline:
                 for key, value in scored.scores.items():
                     subs.setdefault(key, []).append(value)
         for scorer in self.scorers:
-            values, extra = scorer.fn(completions, tasks)
+            scored = scorer.fn(completions, tasks)
+            values, extra = await scored if inspect.isawaitable(scored) else scored
             if len(values) != n:
                 raise ValueError(f"scorer {scorer.name!r} returned {len(values)} scores for {n} completions")
             totals = [t + scorer.weight * v for t, v in zip(totals, values)]
@@ -124,19 +131,20 @@ def build_judge(config: JudgeConfig) -> Judge:
 def judge_scorer(judge: Judge, weight: float = 1.0) -> Scorer:
     """The judge's score of each completion against the task's `prompt` and, when present, its `answer`."""
 
-    def fn(completions: Sequence[str], tasks: Sequence[dict]) -> tuple[list[float], dict[str, float]]:
+    async def fn(completions: Sequence[str], tasks: Sequence[dict]) -> tuple[list[float], dict[str, float]]:
         items = [JudgeItem(t["prompt"], c, t.get("answer")) for c, t in zip(completions, tasks)]
-        result = judge.score(items)
+        result = await judge.ascore(items)
         return result.scores, result.metrics
 
     return Scorer("judge", fn, weight)
 
 
-def reward_model_scorer(score_texts: Callable[[list[str]], list[float]], weight: float = 1.0) -> Scorer:
-    """A reward model's score of `prompt + completion`; `score_texts` is e.g.
-    `lambda texts: ray.get(actor.score.remote(texts))` for a `ray.remote(RewardModel)` actor."""
+def reward_model_scorer(score_texts: Callable[[list[str]], list[float] | Awaitable[list[float]]], weight: float = 1.0) -> Scorer:
+    """A reward model's score of `prompt + completion`; `score_texts` is e.g. `actor.score.remote` of a
+    `ray.remote(RewardModel)` actor (awaited), or a plain function."""
 
-    def fn(completions: Sequence[str], tasks: Sequence[dict]) -> tuple[list[float], dict[str, float]]:
-        return score_texts([t["prompt"] + c for c, t in zip(completions, tasks)]), {}
+    async def fn(completions: Sequence[str], tasks: Sequence[dict]) -> tuple[list[float], dict[str, float]]:
+        scores = score_texts([t["prompt"] + c for c, t in zip(completions, tasks)])
+        return list(await scores if inspect.isawaitable(scores) else scores), {}
 
     return Scorer("reward_model", fn, weight)

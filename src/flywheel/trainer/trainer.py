@@ -1,7 +1,13 @@
 """The policy trainer: one process holding the model, its optimiser, and (when the algorithm needs
 them) a frozen reference model and a critic. A Ray actor in a run.
 
-It does not know which algorithm it runs: the loss comes from ``algorithms.select``.
+It is algorithm-blind: the loss comes from the algorithm object, the advantages, loss mask and
+loss weights from the batch. The API is the one ranks need:
+
+    forward_backward(micro_batch, totals)  accumulates gradients of a micro-batch's share of the step's
+                                           loss (``totals`` count the whole optimiser step)
+    optim_step()                           clips, applies (or skips when non-finite), zeroes gradients
+    train_step(batch)                      proximal logprobs, then per minibatch: forward_backward + optim_step
 """
 
 from __future__ import annotations
@@ -9,16 +15,15 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
-from flywheel.algorithms.aggregation import aggregate, token_mean
+from flywheel.algorithms import make_algorithm
+from flywheel.algorithms.aggregation import LossTotals, token_mean
 from flywheel.algorithms.kl import kl_penalty
-from flywheel.algorithms.off_policy import masked_is_keep, truncated_is_weights
-from flywheel.algorithms.select import policy_loss
-from flywheel.algorithms.value_loss import clipped_value_loss
 from flywheel.config import Config
 from flywheel.trainer.logprobs import token_logprobs
 from flywheel.types import TrainBatch
@@ -32,23 +37,23 @@ class Trainer:
             os.sched_setaffinity(0, config.trainer.cpu_affinity)
         torch.set_num_threads(config.trainer.threads)
         self.config = config
-        self.algorithm = config.algorithm
+        self.algorithm = make_algorithm(config.algorithm)
         self.transport = transport
         dtype = getattr(torch, config.model.dtype)
         self.model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=dtype)
         self.model.train()
         tc = config.trainer
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay)
-        self.loss_fn = policy_loss(config.algorithm)
         # A reference model exists only when a KL term uses it: no memory is spent on it otherwise.
         self.reference = None
-        if self.algorithm.kl_beta > 0:
+        if self.algorithm.needs_reference:
             self.reference = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=dtype).eval().requires_grad_(False)
         self.critic = None
-        if self.algorithm.advantage == "gae":
+        if self.algorithm.needs_critic:
             self.critic = AutoModelForTokenClassification.from_pretrained(config.model.path, num_labels=1, dtype=dtype)
-            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=self.algorithm.critic_lr, betas=tc.betas)
+            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.algorithm.critic_lr, betas=tc.betas)
         self.version = 0
+        self._nonfinite: set[str] = set()  # losses of the accumulated micro-batches that were not finite
 
     @torch.no_grad()
     def logprobs(self, batch: TrainBatch) -> torch.Tensor:
@@ -68,14 +73,14 @@ class Trainer:
     def sequence_kl(self, batch: TrainBatch) -> torch.Tensor:
         """Per-episode sum of the KL estimator to the reference over completion tokens, [B]."""
         reference = token_logprobs(self.reference, batch.tokens, batch.attention_mask)
-        return (kl_penalty(self.logprobs(batch), reference, self.algorithm.kl_estimator) * batch.loss_mask).sum(-1)
+        return (kl_penalty(self.logprobs(batch), reference, self.config.algorithm.kl_estimator) * batch.loss_mask).sum(-1)
 
     def train_step(self, batch: TrainBatch) -> dict[str, float]:
         """One training step: ``trainer.minibatches`` optimiser steps over the batch; version += 1.
 
         The proximal (old-policy) logprobs of the PPO ratio are recomputed here, not taken from the
         engine; the engine's behaviour logprobs measure the trainer/engine mismatch and feed the
-        optional off-policy correction (``algorithm.off_policy``).
+        optional off-policy correction (which masks or weighs tokens before the step is cut).
         """
         old = self.logprobs(batch)
         log_ratio = old - batch.behaviour_logprobs  # trainer vs engine, same weights, same tokens
@@ -83,64 +88,55 @@ class Trainer:
             "mismatch/kl": token_mean(torch.exp(log_ratio) - log_ratio - 1.0, batch.loss_mask).item(),
             "mismatch/abs_diff": token_mean(log_ratio.abs(), batch.loss_mask).item(),
         }
+        mask, weights, is_metrics = self.algorithm.behaviour_correction(log_ratio, batch.loss_mask)
+        batch = replace(batch, old_logprobs=old, loss_mask=mask, loss_weights=weights)
         parts = self.config.trainer.minibatches
         sums: dict[str, float] = {}
-        for mb, mb_old, mb_log_ratio in zip(batch.split(parts), old.tensor_split(parts), log_ratio.tensor_split(parts)):
-            step_metrics = self._policy_step(mb, mb_old, mb_log_ratio)
-            if self.critic is not None:
-                step_metrics |= self._critic_step(mb)
+        for minibatch in batch.split(parts):
+            totals = LossTotals.of(minibatch.loss_mask, self.config.rollout.max_new_tokens)
+            step_metrics = self.forward_backward(minibatch, totals) | self.optim_step()
             for key, value in step_metrics.items():
                 sums[key] = sums.get(key, 0.0) + value / parts
         self.version += 1
-        return metrics | sums
+        return metrics | is_metrics | sums
 
-    def _policy_step(self, mb: TrainBatch, old: torch.Tensor, log_ratio: torch.Tensor) -> dict[str, float]:
-        """One optimiser step of the policy; log_ratio = proximal (old) minus behaviour logprobs."""
-        a = self.algorithm
-        mask, is_metrics = mb.loss_mask, {}
-        if a.off_policy == "mis":
-            mask, is_metrics = masked_is_keep(log_ratio, mask, a.is_level, a.is_low, a.is_high)
-        new, entropy = token_logprobs(self.model, mb.tokens, mb.attention_mask, with_entropy=True)
-        per_token, metrics = self.loss_fn(new, old, mb.advantages, mask)
-        if a.off_policy == "tis":
-            weights, is_metrics = truncated_is_weights(log_ratio, mask, a.is_level, a.is_cap)
-            per_token = per_token * weights
-        metrics |= is_metrics
-        norm = self.config.rollout.max_new_tokens
-        loss = aggregate(per_token, mask, a.aggregation, norm_tokens=norm)
-        if a.entropy_coef > 0:
-            loss = loss - a.entropy_coef * aggregate(entropy, mask, a.aggregation, norm_tokens=norm)
+    def forward_backward(self, micro: TrainBatch, totals: LossTotals) -> dict[str, float]:
+        """Accumulates the gradients of ``micro``'s share of the step's loss (policy, and critic when
+        the batch carries returns); ``micro.old_logprobs`` must be set."""
+        new, entropy = token_logprobs(self.model, micro.tokens, micro.attention_mask, with_entropy=True)
+        reference = None
         if self.reference is not None:
             with torch.no_grad():
-                reference = token_logprobs(self.reference, mb.tokens, mb.attention_mask)
-            kl = kl_penalty(new, reference, a.kl_estimator)
-            metrics["kl/reference"] = token_mean(kl.detach(), mask).item()
-            if a.kl_placement == "loss":
-                loss = loss + a.kl_beta * aggregate(kl, mask, a.aggregation, norm_tokens=norm)
-        grad_norm, skipped = self._apply(loss, self.model, self.optimizer, self.config.trainer.max_grad_norm)
-        return metrics | {
-            "loss": loss.item(), "grad_norm": grad_norm, "entropy": token_mean(entropy.detach(), mask).item(),
-            "train/nonfinite_skipped": float(skipped),
-        }
-
-    def _critic_step(self, mb: TrainBatch) -> dict[str, float]:
-        with torch.no_grad():
-            old_values = self._values(mb)
-        loss, metrics = clipped_value_loss(self._values(mb), old_values, mb.returns, mb.loss_mask, self.algorithm.value_clip)
-        grad_norm, skipped = self._apply(loss, self.critic, self.critic_optimizer, self.config.trainer.max_grad_norm)
-        return metrics | {"critic/loss": loss.item(), "critic/grad_norm": grad_norm, "critic/nonfinite_skipped": float(skipped)}
-
-    def _apply(self, loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer, max_norm: float) -> tuple[float, bool]:
-        """Backward, clip, step; returns (grad norm, skipped). A non-finite loss or gradient is never
-        applied: the gradients are dropped and the step is reported as skipped."""
-        optimizer.zero_grad(set_to_none=True)
+                reference = token_logprobs(self.reference, micro.tokens, micro.attention_mask)
+        mask = micro.loss_mask
+        loss, metrics = self.algorithm.loss(new, entropy, reference, micro.old_logprobs, micro.advantages, mask, micro.loss_weights, totals)
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).item()
-        if not (math.isfinite(loss.item()) and math.isfinite(grad_norm)):
-            optimizer.zero_grad(set_to_none=True)
-            return grad_norm, True
-        optimizer.step()
-        return grad_norm, False
+        metrics |= {"loss": loss.item(), "entropy": token_mean(entropy.detach(), mask).item()}
+        if micro.returns is not None:
+            value_loss, value_metrics = self.algorithm.value_loss(self._values(micro), micro.old_values, micro.returns, micro.loss_mask)
+            value_loss.backward()
+            metrics |= value_metrics | {"critic/loss": value_loss.item()}
+        self._nonfinite |= {name for name in ("loss", "critic/loss") if not math.isfinite(metrics.get(name, 0.0))}
+        return metrics
+
+    def optim_step(self) -> dict[str, float]:
+        """Clips and applies the accumulated gradients, then zeroes them. A non-finite loss or
+        gradient is never applied: the step is reported as skipped."""
+        grad_norm, skipped = self._apply(self.model, self.optimizer, "loss" not in self._nonfinite)
+        metrics = {"grad_norm": grad_norm, "train/nonfinite_skipped": float(skipped)}
+        if self.critic is not None:
+            grad_norm, skipped = self._apply(self.critic, self.critic_optimizer, "critic/loss" not in self._nonfinite)
+            metrics |= {"critic/grad_norm": grad_norm, "critic/nonfinite_skipped": float(skipped)}
+        self._nonfinite = set()
+        return metrics
+
+    def _apply(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, finite_loss: bool) -> tuple[float, bool]:
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), self.config.trainer.max_grad_norm).item()
+        skipped = not (finite_loss and math.isfinite(grad_norm))
+        if not skipped:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return grad_norm, skipped
 
     def publish_weights(self) -> WeightUpdate:
         """Publishes the current weights through the transport; returns the handle engines load."""

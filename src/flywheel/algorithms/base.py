@@ -1,0 +1,134 @@
+"""An algorithm as an object: its config, how it filters and shapes a group, its advantages and its loss.
+
+The loop and the trainer call only these methods; neither branches on an algorithm's name. A new
+algorithm is a new file holding its config class (a ``name`` literal plus the fields it uses) and a
+subclass of ``Algorithm``, registered in ``algorithms/__init__.py``. Fields shared by every algorithm
+(aggregation, entropy bonus, KL to a reference, off-policy corrections) are declared here, once.
+
+Shapes: a step has G groups of n episodes, B = G * n rows of T tokens (see ``TrainBatch``).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from flywheel.algorithms.aggregation import AGGREGATIONS, LossTotals, aggregate, token_mean
+from flywheel.algorithms.kl import kl_penalty
+from flywheel.algorithms.off_policy import masked_is_keep, truncated_is_weights
+
+
+class AlgorithmConfig(BaseModel):
+    """Settings every algorithm has; each algorithm's config adds its own and its ``name``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    aggregation: Literal[AGGREGATIONS] = Field("token_mean", description="How per-token losses become one scalar (normalised over the whole optimiser step).")
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (0: off).")
+    kl_beta: float = Field(0.0, ge=0, description="KL-to-reference weight; 0 loads no reference model.")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator.")
+    kl_placement: Literal["loss", "reward"] = Field("loss", description="Add the KL to the loss, or subtract its sequence sum from the reward.")
+    off_policy: Literal["none", "tis", "mis"] = Field("none", description="Correct for the engine (behaviour) vs trainer gap: truncated IS weights, masked IS, or none.")
+    is_level: Literal["token", "sequence"] = Field("token", description="Importance ratios per token, or per sequence (their product).")
+    is_cap: float = Field(2.0, gt=0, description="TIS: importance weights above this are truncated to it.")
+    is_low: float = Field(0.5, ge=0, description="MIS: tokens (or sequences) whose ratio is below this are left out of the loss.")
+    is_high: float = Field(2.0, gt=0, description="MIS: tokens (or sequences) whose ratio is above this are left out of the loss.")
+
+
+class ClipConfig(AlgorithmConfig):
+    """Settings of the PPO-style clipped surrogate."""
+
+    clip_low: float = Field(0.2, gt=0, lt=1, description="Ratios below 1 - clip_low are clipped.")
+    clip_high: float = Field(0.2, gt=0, description="Ratios above 1 + clip_high are clipped (clip-higher when > clip_low).")
+    dual_clip: float | None = Field(None, gt=1, description="PPO dual-clip constant c: the loss of negative-advantage tokens is capped at -c*A.")
+
+
+class Algorithm:
+    """The default behaviour: every group is kept and unshaped, sequence-level advantages broadcast
+    over each completion's loss tokens, no critic. Subclasses override what differs."""
+
+    config_type: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+    needs_critic: ClassVar[bool] = False
+
+    def __init__(self, config: AlgorithmConfig) -> None:
+        self.config = config
+
+    # --- the rollout side: group filtering and reward shaping ---------------------------------------
+    @property
+    def sampling_rounds(self) -> int:
+        """How many prompts_per_step rounds of groups a step may examine before training on what it has."""
+        return 1
+
+    def keep_group(self, rewards: list[float]) -> bool:
+        """Whether a finished group is trained on (dynamic sampling drops uninformative ones)."""
+        return True
+
+    def shape_rewards(self, rewards: torch.Tensor, lengths: torch.Tensor, max_tokens: int) -> torch.Tensor:
+        """rewards, lengths (model tokens per episode) [n] -> shaped rewards [n]."""
+        return rewards
+
+    def train_mask(self, mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+        """loss_mask [B, T], truncated [B] bool -> the tokens trained on."""
+        return mask
+
+    # --- advantages ---------------------------------------------------------------------------------
+    def advantages(self, rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        """rewards [G, n] -> sequence advantages [G, n]; ``valid`` [G, n] bool (None: all) leaves
+        episodes out of the statistics, with advantage 0."""
+        raise NotImplementedError
+
+    def token_advantages(self, rewards: torch.Tensor, valid: torch.Tensor | None, mask: torch.Tensor, values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """rewards [G, n], valid [G, n] or None, mask [B, T] (0 on left-out episodes), critic values
+        [B, T] (critic algorithms only) -> (advantages [B, T], critic returns [B, T] or None)."""
+        return self.advantages(rewards, valid).flatten()[:, None] * mask, None
+
+    # --- the loss -----------------------------------------------------------------------------------
+    def policy_loss(self, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """All [B, T] -> (per-token loss [B, T], metrics)."""
+        raise NotImplementedError
+
+    def behaviour_correction(self, log_ratio: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, float]]:
+        """log pi_proximal - log pi_behaviour [B, T] -> (loss mask [B, T], loss weights [B, T] or None,
+        metrics): masked IS drops tokens, truncated IS weighs them (``algorithm.off_policy``)."""
+        c = self.config
+        if c.off_policy == "mis":
+            kept, metrics = masked_is_keep(log_ratio, mask, c.is_level, c.is_low, c.is_high)
+            return kept, None, metrics
+        if c.off_policy == "tis":
+            weights, metrics = truncated_is_weights(log_ratio, mask, c.is_level, c.is_cap)
+            return mask, weights, metrics
+        return mask, None, {}
+
+    def loss(
+        self,
+        logprobs: torch.Tensor,
+        entropy: torch.Tensor,
+        reference_logprobs: torch.Tensor | None,
+        old_logprobs: torch.Tensor,
+        advantages: torch.Tensor,
+        mask: torch.Tensor,
+        weights: torch.Tensor | None,
+        totals: LossTotals,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """A micro-batch's share of the step's scalar loss (all [B, T]; ``totals`` count the whole
+        step): the policy loss (weighted by the off-policy weights), minus the entropy bonus, plus the
+        KL to the reference when it is placed in the loss."""
+        c = self.config
+        per_token, metrics = self.policy_loss(logprobs, old_logprobs, advantages, mask)
+        if weights is not None:
+            per_token = per_token * weights
+        loss = aggregate(per_token, mask, c.aggregation, totals)
+        if c.entropy_coef > 0:
+            loss = loss - c.entropy_coef * aggregate(entropy, mask, c.aggregation, totals)
+        if reference_logprobs is not None:
+            kl = kl_penalty(logprobs, reference_logprobs, c.kl_estimator)
+            metrics["kl/reference"] = token_mean(kl.detach(), mask).item()
+            if c.kl_placement == "loss":
+                loss = loss + c.kl_beta * aggregate(kl, mask, c.aggregation, totals)
+        return loss, metrics
+
+    @property
+    def needs_reference(self) -> bool:
+        return self.config.kl_beta > 0

@@ -1,0 +1,290 @@
+"""The rollout stream: prompts admitted behind the staleness gate, their groups generated and scored
+on the engines, and the pure rule that picks a step's groups from what finished.
+
+Staleness. Engines serve version v once the weights of step v are loaded (version 0: initial).
+The gate admits a prompt only while accepted + running < (max_staleness + v + 1) * prompts_per_step,
+where accepted counts finished groups not dropped (AReaL's rule: never start work that could only
+end up too stale). A group is trained at step k on trainer weights k - 1; if its oldest token came
+from a version below k - 1 - max_staleness it is dropped and counted, never trained on. With
+max_staleness = 0 this is generate-then-train.
+
+Invariants: every admitted prompt ends as exactly one trained group or one counted drop (stale,
+invalid, uninformative), or is still pending when the run ends. Prompt i of the stream always samples
+with the same seed. A failure anywhere on the rollout side (a group's coroutine, the admission task
+itself) is raised to the consumer, never left to hang it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Literal
+
+import torch
+
+from flywheel.algorithms.base import Algorithm
+from flywheel.config import Config
+from flywheel.envs.base import Environment
+from flywheel.envs.rollout import EnvEpisode, episode_metrics, run_group
+from flywheel.rewards.pipeline import RewardPipeline
+from flywheel.rollout.router import EngineRouter
+from flywheel.types import Task
+
+Fate = Literal["trained", "stale", "invalid", "uninformative"]
+
+
+@lru_cache(maxsize=4)
+def _epoch_order(num_tasks: int, epoch: int, seed: int) -> tuple[int, ...]:
+    order = list(range(num_tasks))
+    random.Random(f"{seed}-{epoch}").shuffle(order)
+    return tuple(order)
+
+
+def prompt_indices(num_tasks: int, start: int, count: int, seed: int) -> list[int]:
+    """Positions start..start+count of an endless stream of task indices: one shuffle per epoch."""
+    return [_epoch_order(num_tasks, p // num_tasks, seed)[p % num_tasks] for p in range(start, start + count)]
+
+
+def group_seed(run_seed: int, position: int) -> int:
+    """The sampling seed of the group of stream position ``position``."""
+    return run_seed * 1_000_003 + position * 10_007
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """Train and held-out eval tasks, and the environment that runs their episodes."""
+
+    train: list[Task]
+    eval: list[Task]
+    env_factory: Callable[[], Environment]
+
+
+@dataclass(frozen=True)
+class Group:
+    """The scored group of one prompt of the stream, and its reward metrics."""
+
+    position: int
+    episodes: list[EnvEpisode]
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def oldest_version(self) -> int:
+        """Of its tokens (an episode that ended before its first turn has none)."""
+        return min((e.completion.weight_version for e in self.episodes if e.completion.token_ids), default=2**62)
+
+    @property
+    def valid_rewards(self) -> list[float]:
+        return [e.reward for e in self.episodes if e.valid]
+
+
+def admission_room(accepted: int, running: int, version: int, max_staleness: int, batch_size: int) -> int:
+    """How many more prompts may start: (max_staleness + version + 1) * batch_size - accepted - running."""
+    return (max_staleness + version + 1) * batch_size - accepted - running
+
+
+def too_stale(oldest_version: int, trainer_version: int, max_staleness: int) -> bool:
+    return trainer_version - oldest_version > max_staleness
+
+
+@dataclass
+class BatchPlan:
+    """Which finished groups a step trains on, decided one arrival at a time (no I/O).
+
+    A group is dropped when too stale, when fewer than ``min_valid`` of its episodes are valid, or when
+    the algorithm does not keep it (dynamic sampling). Stale and invalid groups are replaced without
+    limit; uninformative ones until ``wanted * rounds`` groups were examined. If none was kept by then,
+    the last ``wanted`` uninformative groups are trained on as they are (zero advantage, zero gradient).
+    """
+
+    wanted: int
+    rounds: int
+    trainer_version: int
+    max_staleness: int
+    min_valid: int
+    keep_group: Callable[[list[float]], bool]
+    kept: list[Group] = field(default_factory=list)
+    uninformative: list[Group] = field(default_factory=list)
+    stale: int = 0
+    invalid: int = 0
+    episodes: int = 0  # of every group offered
+    errors: Counter = field(default_factory=Counter)  # error kind -> episodes of every group offered
+
+    def offer(self, group: Group) -> Fate:
+        self.episodes += len(group.episodes)
+        self.errors.update(e.error or "nonfinite_reward" for e in group.episodes if not e.valid)
+        if too_stale(group.oldest_version, self.trainer_version, self.max_staleness):
+            self.stale += 1
+            return "stale"
+        if len(group.valid_rewards) < self.min_valid:
+            self.invalid += 1
+            return "invalid"
+        if not self.keep_group(group.valid_rewards):
+            self.uninformative.append(group)
+            return "uninformative"
+        self.kept.append(group)
+        return "trained"
+
+    @property
+    def complete(self) -> bool:
+        return len(self.kept) >= self.wanted or len(self.kept) + len(self.uninformative) >= self.wanted * self.rounds
+
+    def result(self) -> tuple[list[Group], list[Group]]:
+        """(groups to train on, sorted by stream position; uninformative groups dropped)."""
+        kept, dropped = self.kept, self.uninformative
+        if not kept:
+            kept, dropped = dropped[-self.wanted :], dropped[: -self.wanted]
+        return sorted(kept, key=lambda g: g.position), dropped
+
+
+class RolloutStream:
+    """The rollout side: admits prompts of the stream while the staleness gate has room, generates
+    and scores their groups on the engines, and queues them finished (failures are queued too, and
+    raised to the consumer)."""
+
+    def __init__(self, router: EngineRouter, tokenizer, tasks: TaskSet, config: Config, state: dict, algorithm: Algorithm, pipeline: RewardPipeline | None) -> None:
+        self.router, self.tokenizer, self.tasks, self.config = router, tokenizer, tasks, config
+        self.algorithm, self.pipeline = algorithm, pipeline
+        self.version = 0  # the version the engines serve: set by serve()
+        self.accepted = state["accepted"]
+        self.next_position = state["next_position"]
+        self.readmit = deque(state["pending"])  # admitted before a resume, never finished
+        self.running: dict[int, asyncio.Task] = {}
+        self.finished: asyncio.Queue[Group | BaseException] = asyncio.Queue()
+        self.queued: set[int] = set()  # positions of the finished groups in the queue
+        self.room_changed = asyncio.Event()
+        self.generated_tokens = 0
+        self._producer: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._producer = asyncio.create_task(self._admit_forever(), name="rollout-admission")
+        self._producer.add_done_callback(self._producer_ended)
+
+    def _producer_ended(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.finished.put_nowait(task.exception())
+
+    def room(self) -> int:
+        r = self.config.rollout
+        return admission_room(self.accepted, len(self.running), self.version, r.max_staleness, r.prompts_per_step)
+
+    async def _admit_forever(self) -> None:
+        while True:
+            while self.room() <= 0:
+                self.room_changed.clear()
+                await self.room_changed.wait()
+            if self.readmit:
+                position = self.readmit.popleft()
+            else:
+                position, self.next_position = self.next_position, self.next_position + 1
+            self.running[position] = asyncio.create_task(self._generate(position), name=f"group-{position}")
+
+    async def _generate(self, position: int) -> None:
+        try:
+            group = await self._group(position)
+        except Exception as error:  # raised again by next_group
+            self.finished.put_nowait(error)
+            return
+        finally:
+            del self.running[position]
+            self.router.release(position)
+        self.accepted += 1
+        self.generated_tokens += sum(len(e.completion.token_ids) for e in group.episodes)
+        self.queued.add(position)
+        self.finished.put_nowait(group)
+
+    async def _group(self, position: int) -> Group:
+        """The scored group of the prompt at ``position``: every turn on one replica (its prefix cache
+        holds the earlier turns)."""
+        r, seed = self.config.rollout, group_seed(self.config.run.seed, position)
+        [index] = prompt_indices(len(self.tasks.train), position, 1, self.config.run.seed)
+        task = self.tasks.train[index]
+        episodes = await run_group(self.router.pinned(position), self.tokenizer, self.tasks.env_factory, task, r.group_size, r.temperature, r.max_new_tokens, seed)
+        scored, reward_metrics = await score_group(episodes, task, self.algorithm, self.pipeline, r.max_new_tokens)
+        return Group(position, scored, episode_metrics(scored) | reward_metrics)
+
+    async def next_group(self) -> Group:
+        item = await self.finished.get()
+        if isinstance(item, BaseException):
+            raise item
+        self.queued.discard(item.position)
+        return item
+
+    def release(self, count: int = 1) -> None:
+        """Dropped groups give their places back to the gate."""
+        self.accepted -= count
+        self.room_changed.set()
+
+    def serve(self, version: int) -> None:
+        """The engines now serve ``version``: the gate widens."""
+        self.version = version
+        self.room_changed.set()
+
+    def pending(self) -> list[int]:
+        """Positions admitted and not yet consumed: running, finished in the queue, or awaiting re-admission."""
+        return sorted([*self.running, *self.queued, *self.readmit])
+
+    async def stop(self) -> None:
+        tasks = [t for t in [self._producer, *self.running.values()] if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def task_record(task: Task, episode: EnvEpisode) -> dict:
+    """What the reward pipeline knows of an episode's task: prompt, reference answer, metadata, the
+    environment's own grade, and the model's turns (never the environment's text)."""
+    return {"prompt": task.prompt, "answer": task.answer, **task.metadata, "reward": episode.reward, "model_turns": episode.model_turns}
+
+
+async def score_group(episodes: list[EnvEpisode], task: Task, algorithm: Algorithm, pipeline: RewardPipeline | None, max_tokens: int) -> tuple[list[EnvEpisode], dict[str, float]]:
+    """The group's final rewards and reward metrics: the environment's grade (or the reward pipeline's
+    total, which sees the last model turn), then the algorithm's shaping of the model's turn lengths.
+    An episode whose reward is not finite is marked ``nonfinite_reward`` (left out of the advantages)."""
+    rewards, metrics = [e.reward for e in episodes], {}
+    if pipeline is not None:
+        result = await pipeline.score([(e.model_turns or [""])[-1] for e in episodes], [task_record(task, e) for e in episodes])
+        rewards, metrics = result.rewards, result.metrics
+    lengths = torch.tensor([max(e.turn_lengths, default=0) for e in episodes])
+    shaped = algorithm.shape_rewards(torch.tensor(rewards, dtype=torch.float), lengths, max_tokens).tolist()
+    return [replace(e, reward=x, error=e.error or (None if math.isfinite(x) else "nonfinite_reward")) for e, x in zip(episodes, shaped)], metrics
+
+
+async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Group, Fate, int], None]) -> tuple[list[Group], dict[str, float]]:
+    """The groups of the step, taken from the stream as ``plan`` decides; dropped groups give their
+    places back to the gate."""
+    waited = 0.0
+    loop = asyncio.get_running_loop()
+    while not plan.complete:
+        started = loop.time()
+        group = await stream.next_group()
+        waited += loop.time() - started
+        fate = plan.offer(group)
+        if fate != "trained":
+            stream.release()
+        if fate in ("stale", "invalid"):
+            dump(group, fate, plan.trainer_version)
+    kept, dropped = plan.result()
+    if not plan.kept:  # trained on uninformative groups after all: they count as accepted again
+        stream.release(-len(kept))
+    for group in dropped:
+        dump(group, "uninformative", plan.trainer_version)
+    staleness = [plan.trainer_version - e.completion.weight_version for g in kept for e in g.episodes if e.completion.token_ids] or [0]
+    keys = set().union(*(g.metrics for g in kept))  # groups are equal-sized: the mean of means is the mean
+    metrics = {key: sum(g.metrics.get(key, 0.0) for g in kept) / len(kept) for key in sorted(keys)} | {
+        "async/dropped_stale": plan.stale,
+        "rollout/dropped_invalid_groups": plan.invalid,
+        "rollout/invalid_frac": sum(plan.errors.values()) / plan.episodes,
+        "env/errors": plan.errors["env_error"],
+        "env/timeouts": plan.errors["env_timeout"],
+        "reward/nonfinite": plan.errors["nonfinite_reward"],
+        "sampling/dropped_groups": len(dropped),
+        "staleness/mean": sum(staleness) / len(staleness),
+        "staleness/max": max(staleness),
+        "timing/wait_for_batch_s": waited,
+    }
+    return kept, metrics
