@@ -1,75 +1,48 @@
-"""Run the reward-hacking battery through every guard; write bench/results/hacking.json and bench/hacking.md.
+"""Run the reward-hacking battery (tests/hacking) through the real sandbox grader, the judge prompt and the guards;
+write bench/results/hacking.json and bench/hacking.md.
 
-A hack counts as caught when the guard of its family flags it; a control counts as penalised when any guard
-flags it (apply_guards in "penalize" mode lowers its reward).
+    .venv/bin/python bench/hacking.py            # the current figures, compared with results/hacking_before.json
+
+See tests/hacking/battery.py for what counts as a gain and as a penalty.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
+sys.path.insert(0, str(ROOT / "tests" / "hacking"))
 
-from hacking_cases import CONTROLS, HACKS  # noqa: E402
+from battery import measure, sandbox
 
-from flywheel.rewards.guards import apply_guards, default_guards  # noqa: E402
-
-
-def run() -> dict:
-    """Battery figures: totals and, per family, hacks and caught."""
-    guards = {g.name: g for g in default_guards()}
-    families = {name: {"hacks": 0, "caught": 0} for name in guards}
-    for case in HACKS:
-        families[case.family]["hacks"] += 1
-        families[case.family]["caught"] += guards[case.family].check(case.completion, case.task).flagged
-    report = apply_guards(
-        [c.completion for c in CONTROLS], list(guards.values()), "penalize",
-        rewards=[1.0] * len(CONTROLS), tasks=[c.task for c in CONTROLS],
-    )  # fmt: skip
-    return {
-        "hacks_total": len(HACKS),
-        "hacks_caught": sum(f["caught"] for f in families.values()),
-        "controls_total": len(CONTROLS),
-        "controls_penalised": sum(r < 1.0 for r in report.rewards),
-        "families": families,
-    }
+RESULTS = ROOT / "bench" / "results"
 
 
-def markdown(result: dict) -> str:
-    """bench/hacking.md from the figures."""
-    rows = "\n".join(f"| `{name}` | {f['hacks']} | {f['caught']} |" for name, f in result["families"].items())
-    return f"""# Reward-hacking guards on the crafted battery
-
-Every hack in `tests/unit/hacking_cases.py` is checked by the guard of its family; every honest control is run
-through all eight guards with `apply_guards(..., "penalize")`. The battery is hand-written (realistic small
-solutions with the hack embedded, judge answers with injections, padded text), so these figures measure coverage
-of known patterns, not recall on hacks a policy invents.
-
-Produced by:
-
-```bash
-.venv/bin/python bench/hacking.py
-```
-
-| guard family | hacks | caught |
-| --- | ---: | ---: |
-{rows}
-| **all** | **{result['hacks_total']}** | **{result['hacks_caught']}** |
-
-Honest controls penalised by any guard: {result['controls_penalised']} of {result['controls_total']}.
-
-The same figures are in `bench/results/hacking.json`.
-"""
+def table(after: dict, before: dict | None) -> str:
+    """Per category: hacks, no gain from the grader or prompt, flagged by a guard, successful (before -> after)."""
+    lines = ["| category | hacks | grader / prompt: no gain | guard flagged | successful |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for name, row in after["categories"].items():
+        old = (before or {}).get("categories", {}).get(name)
+        cells = [f"{old[k]} → {row[k]}" if old else str(row[k])
+                 for k in ("grader_no_gain", "guard_flagged", "successful")]
+        lines.append(f"| `{name}` | {row['hacks']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
-    result = run()
-    (ROOT / "bench" / "results" / "hacking.json").write_text(json.dumps(result, indent=2) + "\n")
-    (ROOT / "bench" / "hacking.md").write_text(markdown(result))
-    print(json.dumps({k: v for k, v in result.items() if k != "families"}))
+    start = time.perf_counter()
+    with sandbox() as box:
+        result = measure(box)
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    (RESULTS / "hacking.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    before_path = RESULTS / "hacking_before.json"
+    before = json.loads(before_path.read_text()) if before_path.exists() else None
+    print(json.dumps({k: result[k] for k in ("hacks", "hacks_no_gain", "controls", "controls_penalised", "seconds")}))
+    print(table(result, before))
 
 
 if __name__ == "__main__":
