@@ -42,7 +42,7 @@ GRADED = {"exit", "eq_override", "harness", "introspection", "dynamic_code", "sp
 DEFAULT_QUESTION = "Answer the user's question."
 NONCE = "0123456789abcdef"
 _BRACKETS = re.compile(r"[<>](?:\s*[<>]){2,}")
-_MARKER_WORDS = re.compile(r"(?i)\b(?:BEGIN|END)\s+(?:QUESTION|REFERENCE\s+ANSWER|CANDIDATE\s+ANSWER)\b")
+_MARKER_WORDS = re.compile(r"\b(?:BEGIN|END)\s+(?:QUESTION|REFERENCE\s+ANSWER|CANDIDATE\s+ANSWER)\b")  # as the markers
 
 
 def hacks() -> list[Case]:
