@@ -30,6 +30,7 @@ class Code:
     tree: ast.Module | None
     aliases: dict[str, str]
     strings: dict[str, str] = field(default_factory=dict)
+    memo: dict[str, list] = field(default_factory=dict, compare=False, repr=False)  # calls, references: per Code
 
     @property
     def stripped(self) -> str:
@@ -173,7 +174,9 @@ def _fold_call(node: ast.Call, strings: dict[str, str]) -> str | None:
 def calls(code: Code) -> list[tuple[str, ast.Call]]:
     """(resolved callee name, call node) for every call whose callee has a dotted name."""
     assert code.tree is not None
-    found = []
+    if "calls" in code.memo:
+        return code.memo["calls"]
+    found = code.memo["calls"] = []
     for node in ast.walk(code.tree):
         if isinstance(node, ast.Call):
             name = dotted(node.func, code.aliases, code.strings)
@@ -185,7 +188,9 @@ def calls(code: Code) -> list[tuple[str, ast.Call]]:
 def references(code: Code) -> list[tuple[str, ast.AST]]:
     """(resolved dotted name, node) for every name, attribute, subscript or getattr in the code, called or not."""
     assert code.tree is not None
-    found = []
+    if "references" in code.memo:
+        return code.memo["references"]
+    found = code.memo["references"] = []
     for node in ast.walk(code.tree):
         if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
             name = dotted(node, code.aliases, code.strings)
