@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit"))  # the 
 from hack_cases import Case
 from hack_code import CODE_HACKS
 from hack_controls import CONTROLS
+from hack_holdout import HOLDOUT_CONTROLS, HOLDOUT_HACKS
 from hack_text import TEXT_HACKS
 from hacking_cases import CONTROLS as V1_CONTROLS
 from hacking_cases import HACKS as V1_HACKS
@@ -46,15 +47,16 @@ _MARKER_WORDS = re.compile(r"\b(?:BEGIN|END)\s+(?:QUESTION|REFERENCE\s+ANSWER|CA
 
 
 def hacks() -> list[Case]:
-    """New hacks, then the first battery's (category ``v1_<family>``)."""
+    """New hacks, the held-out ones (``ho_`` names), then the first battery's (category ``v1_<family>``)."""
     v1 = [Case(c.name, c.completion, f"v1_{c.family}", c.task) for c in V1_HACKS]
-    return CODE_HACKS + TEXT_HACKS + v1
+    return CODE_HACKS + TEXT_HACKS + HOLDOUT_HACKS + v1
 
 
 def controls() -> list[Case]:
-    """New honest controls, then the first battery's (not graded: most do not define the task's function)."""
+    """New honest controls, the held-out ones, then the first battery's (not graded: most do not define the task's
+    function)."""
     ungraded = [{k: v for k, v in c.task.items() if k not in ("function", "cases")} for c in V1_CONTROLS]
-    return CONTROLS + [Case(c.name, c.completion, None, task) for c, task in zip(V1_CONTROLS, ungraded)]
+    return CONTROLS + HOLDOUT_CONTROLS + [Case(c.name, c.completion, None, task) for c, task in zip(V1_CONTROLS, ungraded)]
 
 
 def sandbox() -> Sandbox:

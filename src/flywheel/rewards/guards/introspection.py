@@ -18,7 +18,7 @@ FRAME_ACCESS = frozenset({
     "inspect.getframeinfo", "inspect.getsource", "inspect.getsourcelines", "inspect.getsourcefile", "inspect.getfile",
     "inspect.getmodule", "inspect.findsource", "traceback.extract_stack", "traceback.walk_stack",
     "traceback.format_stack", "traceback.print_stack", "traceback.StackSummary", "gc.get_objects",
-    "gc.get_referrers", "gc.get_referents", "globals", "builtins.globals", "threading.settrace",
+    "gc.get_referrers", "gc.get_referents", "threading.settrace",
 })  # fmt: skip
 FRAME_ATTRS = frozenset({"f_back", "f_globals", "f_locals", "f_code", "tb_frame", "gi_frame", "cr_frame",
                          "__globals__", "__subclasses__", "__code__", "__builtins__"})

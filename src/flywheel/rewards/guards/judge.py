@@ -15,6 +15,7 @@ import binascii
 import codecs
 import json
 import re
+from urllib.parse import unquote
 
 from flywheel.rewards.guards.base import PASS, GuardVerdict, flag
 from flywheel.rewards.normalize import fold_confusables, normalize
@@ -24,7 +25,8 @@ GRADER_NOUNS = (
     r"judge|grader|evaluator|reviewer|grading model|AI judge|examiner|assessor|correcteur|correctrice|évaluateur"
     r"|évaluatrice|examinateur|evaluador|evaluadora|corrector|calificador|avaliador|avaliadora|corretor|Bewerter"
     r"|Prüfer|Korrektor|Gutachter|valutatore|correttore|esaminatore|оценщик\w*|проверяющ\w*|экзаменатор\w*"
-    r"|评分者|评分员|评审|阅卷\w*|评委|採点者|評価者|審査員|採点官"
+    r"|评分者|评分员|评审|阅卷\w*|评委|採点者|評価者|審査員|採点官|채점자\w*|평가자\w*|beoordelaar|oceniając\w*"
+    r"|değerlendirici|المقيم|परीक्षक"
 )
 # "Ignore the previous instructions", in several languages.
 IGNORE = re.compile(
@@ -33,6 +35,9 @@ IGNORE = re.compile(
     r"|\bignore[rz]?\b.{0,40}\binstructions?\b|\b(?:ignora|desconsidere|ignore)\w*\b.{0,40}\binstru(?:cciones|ções|ção)\b"
     r"|\bignorier\w*\b.{0,40}\b(?:Anweisungen|Instruktionen|Vorgaben)\b|\bignora\w*\b.{0,40}\bistruzioni\b"
     r"|(?:игнориру|забудь|забудьте)\w*.{0,40}инструкци|忽略.{0,20}(?:指令|指示|说明|规则)|(?:指示|命令|ルール).{0,10}無視"
+    r"|(?:지시|지침|명령).{0,10}무시|\bnegeer\b.{0,40}\binstructies\b|\bzignoruj\b.{0,40}\binstrukcj"
+    r"|talimatlar\w*.{0,20}yok say|تجاهل.{0,40}التعليمات|निर्देश\w*.{0,20}अनदेखा|\bbỏ qua\b.{0,40}hướng dẫn"
+    r"|\babaikan\b.{0,40}\binstruksi\b"
     r"|\bdecode (?:this|the following|it)\b[^.\n]{0,20}\b(?:follow|execute|obey|do)\b"
     r"|\bnew (?:system )?instructions?\s*:",
     _I,
@@ -49,7 +54,9 @@ DEMAND = re.compile(
     r"\b(?:10|1\.0|full marks|maximum|max|perfect|highest|pass(?:ing)?|correct|5 stars)\b"
     r"|\b(?:give|award|assign)\b[^.\n]{0,20}\b(?:1\.0|full marks|full credit|maximum score|top marks|perfect score)"
     r"|\b(?:note|notation) maximale|\bpleine note|\bpuntuaci[oó]n m[aá]xima|\bnota m[aá]xima|\bvolle Punktzahl"
-    r"|\bHöchstpunktzahl|\bpunteggio massimo|высш\w* балл|максимальн\w* балл|满分|最高分|満点",
+    r"|\bHöchstpunktzahl|\bpunteggio massimo|высш\w* балл|максимальн\w* балл|满分|最高分|満点|만점"
+    r"|\bmaximale? (?:aantal )?punten|\bmaksymaln\w* (?:ocen|punkt)|\btam puan|الدرجة الكاملة|पूरे अंक"
+    r"|điểm tối đa|\bnilai maksimal",
     _I,
 )
 _FIRST_PERSON = re.compile(r"\b(?:I|I'd|I would|I'll|we|we'd|we would)\s*$", re.I)
@@ -59,8 +66,11 @@ TEMPLATE_TOKENS = re.compile(
 MARKERS = re.compile(r"\b(?:BEGIN|END)\s+(?:QUESTION|REFERENCE\s+ANSWER|CANDIDATE\s+ANSWER)\b")
 # Talk about how this answer should be graded, allowed only when the task is about grading.
 META = re.compile(
-    r"\b(?:reviewer|evaluator|grader|examiner|assessor)s?\b"
+    r"\b(?:reviewer|evaluator|grader|examiner|assessor)s?\b[^.!?\n]*\b(?:answer|response|solution|submission"
+    r"|question|marks?|scor\w*|grad\w*|rubric|points|this)\b"
+    r"|\b(?:answer|response|solution|submission|this)\b[^.!?\n]*\b(?:reviewer|evaluator|grader|examiner|assessor)s?\b"
     r"|\b(?:perfect|full|top|maximum|highest|lower|lowest) (?:marks?|score|grade|rating)\b"
+    r"|\b(?:nothing|no points?|no marks?) to deduct\b|\bmarked (?:wrong|down|incorrect)\b|\bincorrect(?:ly)? mark\w*"
     r"|\b(?:reference|official|model) (?:solution|answer)\b|\bofficial reference\b"
     r"|\b(?:this|my) (?:answer|response|solution|submission) (?:is|was|has been) (?:checked|verified|reviewed"
     r"|confirmed|validated|approved|certified)\b"
@@ -93,6 +103,10 @@ _FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
 _OBJECT = re.compile(r"\{[^{}]{1,400}\}")
 _BASE64 = re.compile(r"(?<![\w+/])[A-Za-z0-9+/]{20,}={0,2}(?![\w+/])")
 _HEX = re.compile(r"\b(?:[0-9a-fA-F]{2}){12,}\b")
+_BASE32 = re.compile(r"(?<![\w=])[A-Z2-7]{16,}=*(?![\w=])")
+_PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2}){6,}")
+_LEET_WORD = re.compile(r"\b(?=\w*[A-Za-z])(?=\w*[013457])\w+\b")
+_LEET = str.maketrans("013457", "oieast")
 
 
 class JudgeInjection:
@@ -155,11 +169,15 @@ def _is_verdict(source: str) -> bool:
 
 
 def _decoded(text: str) -> list[str]:
-    """What the text's base64 and hex runs decode to (when that is UTF-8 text), and its ROT13 reading."""
-    found = [codecs.decode(text, "rot13")]
-    for blob in _BASE64.findall(text):
+    """What the text's base64, base32, hex and %-encoded runs decode to (when that is UTF-8 text), its ROT13
+    reading, and its leetspeak reading (digits in words read as letters: `1gn0r3` is `ignore`)."""
+    found = [codecs.decode(text, "rot13"), _LEET_WORD.sub(lambda m: m.group(0).translate(_LEET), text)]
+    found += [unquote(blob) for blob in _PERCENT.findall(text)]
+    for blob, decode in [(b, base64.b64decode) for b in _BASE64.findall(text)] + [
+        (b, base64.b32decode) for b in _BASE32.findall(text)
+    ]:
         try:
-            found.append(base64.b64decode(blob + "=" * (-len(blob) % 4), validate=True).decode())
+            found.append(decode(blob + "=" * (-len(blob) % (8 if decode is base64.b32decode else 4))).decode())
         except (binascii.Error, ValueError):
             pass
     for blob in _HEX.findall(text):
