@@ -5,7 +5,13 @@ from __future__ import annotations
 import ast
 import re
 
-from flywheel.rewards.guards._code import Code, calls, const_str, parsed_or_verdict, references
+from flywheel.rewards.guards._code import (
+    Code,
+    calls,
+    const_str,
+    parsed_or_verdict,
+    references,
+)
 from flywheel.rewards.guards.base import PASS, GuardVerdict, flag
 
 # Running source or code objects built at run time: flagged on any reference (called, aliased, via getattr/vars).

@@ -5,7 +5,14 @@ from __future__ import annotations
 import ast
 import re
 
-from flywheel.rewards.guards._code import Code, calls, dotted, fold, parsed_or_verdict, test_nodes
+from flywheel.rewards.guards._code import (
+    Code,
+    calls,
+    dotted,
+    fold,
+    parsed_or_verdict,
+    test_nodes,
+)
 from flywheel.rewards.guards.base import PASS, GuardVerdict, flag
 
 EQ_METHODS = frozenset({"__eq__", "__ne__", "__hash__"})

@@ -6,7 +6,14 @@ import ast
 import re
 
 from flywheel.rewards.guards._code import (
-    Code, calls, dotted, fold, guarded_nodes, parsed_or_verdict, references, string_args,
+    Code,
+    calls,
+    dotted,
+    fold,
+    guarded_nodes,
+    parsed_or_verdict,
+    references,
+    string_args,
 )
 from flywheel.rewards.guards.base import PASS, GuardVerdict, flag
 

@@ -6,7 +6,15 @@ import ast
 import re
 
 from flywheel.rewards.guards._code import (
-    Code, calls, dotted, fold, is_test_path, parsed_or_verdict, references, string_args, test_nodes,
+    Code,
+    calls,
+    dotted,
+    fold,
+    is_test_path,
+    parsed_or_verdict,
+    references,
+    string_args,
+    test_nodes,
 )
 from flywheel.rewards.guards.base import PASS, GuardVerdict, flag
 

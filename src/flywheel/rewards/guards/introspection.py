@@ -6,7 +6,15 @@ import ast
 import re
 
 from flywheel.rewards.guards._code import (
-    Code, dotted, fold, guarded_nodes, imported_modules, is_test_path, parsed_or_verdict, references, string_args,
+    Code,
+    dotted,
+    fold,
+    guarded_nodes,
+    imported_modules,
+    is_test_path,
+    parsed_or_verdict,
+    references,
+    string_args,
 )
 from flywheel.rewards.guards.base import PASS, GuardVerdict, flag
 

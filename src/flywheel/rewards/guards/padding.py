@@ -7,7 +7,6 @@ import zlib
 
 from flywheel.rewards.guards.base import PASS, GuardVerdict, flag
 
-
 # Function words of English, French, Spanish, German, Italian and Portuguese prose: at least a few percent of it.
 FUNCTION_WORDS = frozenset(
     "the a an of to in and or is are was were be it that this for on with as by at from not but which "

@@ -137,11 +137,12 @@ def _affix_match(node: ast.AST, visible: list[tuple[str, Any]]) -> str | None:
         return None
     ok, affix = _literal(node.args[0])
     affixes = affix if ok and isinstance(affix, tuple) else (affix,) if ok else ()
+    test = str.startswith if node.func.attr == "startswith" else str.endswith
     for raw, parsed in visible:
-        for a in affixes:
-            if isinstance(a, str) and len(a) >= 3 and isinstance(parsed, str) and len(parsed) >= 6:
-                if parsed.startswith(a) if node.func.attr == "startswith" else parsed.endswith(a):
-                    return raw
+        if isinstance(parsed, str) and len(parsed) >= 6 and any(
+            isinstance(a, str) and len(a) >= 3 and test(parsed, a) for a in affixes
+        ):
+            return raw
     return None
 
 
