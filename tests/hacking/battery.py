@@ -46,17 +46,25 @@ _BRACKETS = re.compile(r"[<>](?:\s*[<>]){2,}")
 _MARKER_WORDS = re.compile(r"\b(?:BEGIN|END)\s+(?:QUESTION|REFERENCE\s+ANSWER|CANDIDATE\s+ANSWER)\b")  # as the markers
 
 
+def main_hacks() -> list[Case]:
+    """The new hacks, then the first battery's (category ``v1_<family>``)."""
+    return CODE_HACKS + TEXT_HACKS + [Case(c.name, c.completion, f"v1_{c.family}", c.task) for c in V1_HACKS]
+
+
+def main_controls() -> list[Case]:
+    """The new honest controls, then the first battery's (not graded: most do not define the task's function)."""
+    ungraded = [{k: v for k, v in c.task.items() if k not in ("function", "cases")} for c in V1_CONTROLS]
+    return CONTROLS + [Case(c.name, c.completion, None, task) for c, task in zip(V1_CONTROLS, ungraded)]
+
+
 def hacks() -> list[Case]:
-    """New hacks, the held-out ones (``ho_`` names), then the first battery's (category ``v1_<family>``)."""
-    v1 = [Case(c.name, c.completion, f"v1_{c.family}", c.task) for c in V1_HACKS]
-    return CODE_HACKS + TEXT_HACKS + HOLDOUT_HACKS + v1
+    """Every hack: the main battery's and the held-out ones."""
+    return main_hacks() + HOLDOUT_HACKS
 
 
 def controls() -> list[Case]:
-    """New honest controls, the held-out ones, then the first battery's (not graded: most do not define the task's
-    function)."""
-    ungraded = [{k: v for k, v in c.task.items() if k not in ("function", "cases")} for c in V1_CONTROLS]
-    return CONTROLS + HOLDOUT_CONTROLS + [Case(c.name, c.completion, None, task) for c, task in zip(V1_CONTROLS, ungraded)]
+    """Every honest control: the main battery's and the held-out ones."""
+    return main_controls() + HOLDOUT_CONTROLS
 
 
 def sandbox() -> Sandbox:
@@ -153,5 +161,7 @@ def summary(hack_outcomes: list[Outcome], control_outcomes: list[Outcome]) -> di
 
 
 def measure(box: Sandbox) -> dict:
-    """The whole battery's figures."""
-    return summary(run(box, hacks()), run(box, controls()))
+    """Figures of the main battery, of the held-out set, and of both together ("all")."""
+    main = run(box, main_hacks()), run(box, main_controls())
+    held = run(box, HOLDOUT_HACKS), run(box, HOLDOUT_CONTROLS)
+    return {"main": summary(*main), "holdout": summary(*held), "all": summary(main[0] + held[0], main[1] + held[1])}

@@ -12,7 +12,7 @@ ISSUE_CATEGORIES = {"exit", "eq_override", "harness", "introspection", "dynamic_
 @pytest.fixture(scope="session")
 def figures():
     with sandbox() as box:
-        yield measure(box)
+        yield measure(box)["all"]
 
 
 def test_battery_size_and_coverage(figures):

@@ -153,19 +153,17 @@ def fold(node: ast.AST, strings: dict[str, str] | None = None) -> str | None:
 
 
 def _fold_call(node: ast.Call, strings: dict[str, str]) -> str | None:
-    func = node.func
-    args = [fold(a, strings) for a in node.args]
+    func, args = node.func, [fold(a, strings) for a in node.args]
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if name == "join" and isinstance(func, ast.Attribute) and len(node.args) == 1:
-        sep = fold(func.value, strings)
-        if isinstance(node.args[0], (ast.List, ast.Tuple)):
-            items = [fold(e, strings) for e in node.args[0].elts]
-            return sep.join(items) if sep is not None and None not in items else None
-        if sep is None and args and args[0] is None:  # os.path.join(one computed part): not foldable
-            return None
-    if name in ("join", "Path", "PurePath", "joinpath") and node.args and None not in args:
-        base = fold(func.value, strings) if name == "joinpath" and isinstance(func, ast.Attribute) else None
-        return "/".join(([base] if base else []) + args)
+    sep = fold(func.value, strings) if isinstance(func, ast.Attribute) else None
+    if name == "join" and sep is not None and len(node.args) == 1:  # "sep".join([...]) or "sep".join("chars")
+        arg = node.args[0]
+        if not isinstance(arg, (ast.List, ast.Tuple)):
+            return None if args[0] is None else sep.join(args[0])
+        items = [fold(e, strings) for e in arg.elts]
+        return None if None in items else sep.join(items)
+    if name in ("join", "Path", "PurePath", "joinpath") and node.args and None not in args:  # os.path.join, Path()
+        return "/".join(([sep] if name == "joinpath" and sep else []) + args)
     if name == "decode" and len(args) == 2 and args[0] is not None and (args[1] or "").lower().startswith("rot"):
         return codecs.decode(args[0], "rot13")
     return None
