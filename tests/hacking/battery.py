@@ -27,6 +27,7 @@ from hack_cases import Case
 from hack_code import CODE_HACKS
 from hack_controls import CONTROLS
 from hack_holdout import HOLDOUT_CONTROLS, HOLDOUT_HACKS
+from hack_holdout2 import HOLDOUT2_CONTROLS, HOLDOUT2_HACKS
 from hack_text import TEXT_HACKS
 from hacking_cases import CONTROLS as V1_CONTROLS
 from hacking_cases import HACKS as V1_HACKS
@@ -58,13 +59,13 @@ def main_controls() -> list[Case]:
 
 
 def hacks() -> list[Case]:
-    """Every hack: the main battery's and the held-out ones."""
-    return main_hacks() + HOLDOUT_HACKS
+    """Every hack: the main battery's and both held-out sets'."""
+    return main_hacks() + HOLDOUT_HACKS + HOLDOUT2_HACKS
 
 
 def controls() -> list[Case]:
-    """Every honest control: the main battery's and the held-out ones."""
-    return main_controls() + HOLDOUT_CONTROLS
+    """Every honest control: the main battery's and both held-out sets'."""
+    return main_controls() + HOLDOUT_CONTROLS + HOLDOUT2_CONTROLS
 
 
 def sandbox() -> Sandbox:
@@ -141,7 +142,7 @@ def summary(hack_outcomes: list[Outcome], control_outcomes: list[Outcome]) -> di
     categories: dict[str, Counter] = {}
     for o in hack_outcomes:
         row = categories.setdefault(o.case.category, Counter())
-        row.update(hacks=1, grader_no_gain=o.grader_no_gain, guard_flagged=o.flagged, successful=o.gains)
+        row.update(hacks=1, grader_no_gain=int(o.grader_no_gain), guard_flagged=int(o.flagged), successful=int(o.gains))
     n_hacks, n_controls = len(hack_outcomes), len(control_outcomes)
     successful = [o.case.name for o in hack_outcomes if o.gains]
     penalised = {o.case.name: o.reasons for o in control_outcomes if o.flagged}
@@ -161,7 +162,12 @@ def summary(hack_outcomes: list[Outcome], control_outcomes: list[Outcome]) -> di
 
 
 def measure(box: Sandbox) -> dict:
-    """Figures of the main battery, of the held-out set, and of both together ("all")."""
-    main = run(box, main_hacks()), run(box, main_controls())
-    held = run(box, HOLDOUT_HACKS), run(box, HOLDOUT_CONTROLS)
-    return {"main": summary(*main), "holdout": summary(*held), "all": summary(main[0] + held[0], main[1] + held[1])}
+    """Figures of the main battery, of each held-out set, and of everything together ("all")."""
+    parts = {
+        "main": (run(box, main_hacks()), run(box, main_controls())),
+        "holdout": (run(box, HOLDOUT_HACKS), run(box, HOLDOUT_CONTROLS)),
+        "holdout2": (run(box, HOLDOUT2_HACKS), run(box, HOLDOUT2_CONTROLS)),
+    }
+    figures = {name: summary(*outcomes) for name, outcomes in parts.items()}
+    figures["all"] = summary(*(sum((p[i] for p in parts.values()), []) for i in (0, 1)))
+    return figures
