@@ -99,7 +99,10 @@ were caught. The estimates for hacks nobody fitted the guards to are the held-ou
 * **The exemptions are attack surface, chosen to keep honest answers unpenalised:** text in quotation marks is
   never an instruction; a task about grading, scores, reviews or JSON allows verdict-like text; a task about chat
   templates allows template tokens; a grader named in the task may be addressed. An injection that uses these
-  passes the guard (the judge prompt still marks the whole block as data).
+  passes the guard (the judge prompt still marks the whole block as data). In code, the answer's own `test_*`
+  functions may use mocks and name the examples (unless the solution calls them), and `sys.exit(main())` under
+  the main guard is allowed: a harness that ran the answer as a script with its tests appended could be ended
+  early by it (flywheel's sandbox reports that as no result).
 * **Format-tag abuse** is measured only through the guard (no verifier here) and was not extended.
 
 ## Grader findings (not in the guards' files)

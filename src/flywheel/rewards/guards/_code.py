@@ -18,7 +18,7 @@ TEST_PATH = re.compile(
     r"|(?:^|[/\\])(?:sitecustomize|usercustomize|pytest|unittest|doctest|_pytest)\.py$|\.pth$|(?:^|[/\\])(?:pytest|tox)\.ini$"
 )
 _TEST_GLOB = re.compile(r"test[^/\\]*\*|\*[^/\\]*test[^/\\]*\.py|conftest", re.I)
-MAIN_GUARD = "__name__ == '__main__'"
+_MAIN_GUARD = "__name__ == '__main__'"
 
 
 @dataclass(frozen=True)
@@ -215,18 +215,20 @@ def guarded_nodes(tree: ast.Module) -> set[int]:
     """ids of the nodes inside `if __name__ == "__main__":` blocks (run only as a script)."""
     inside: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and ast.unparse(node.test).replace('"', "'") == MAIN_GUARD:
+        if isinstance(node, ast.If) and ast.unparse(node.test).replace('"', "'") == _MAIN_GUARD:
             inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     return inside
 
 
 def test_nodes(tree: ast.Module) -> set[int]:
-    """ids of the nodes inside the completion's own tests: `test_*` functions and `unittest.TestCase` classes."""
+    """ids of the nodes inside the completion's own tests: `test_*` functions and `unittest.TestCase` classes that
+    nothing in the code calls or names (a test runner finds them; a solution that calls one is hiding code in it)."""
+    named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     inside: set[int] = set()
     for node in ast.walk(tree):
         is_test_fn = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
         is_test_cls = isinstance(node, ast.ClassDef) and any("TestCase" in ast.unparse(b) for b in node.bases)
-        if is_test_fn or is_test_cls:
+        if (is_test_fn or is_test_cls) and node.name not in named:
             inside.update(id(n) for n in ast.walk(node))
     return inside
 

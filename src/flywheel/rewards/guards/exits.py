@@ -43,7 +43,9 @@ class ExitTricks:
     called or merely referenced. `sys.exit` / `exit` / `SystemExit` are flagged with a success status (none, 0,
     None, False), or with a computed status outside `if __name__ == "__main__":`; a failure exit (a non-zero
     number or a message) and `sys.exit(main())` under the main guard are what an honest CLI does. Shell commands
-    that kill processes and `raise KeyboardInterrupt` are flagged.
+    that kill processes and `raise KeyboardInterrupt` are flagged. The price: a harness that runs the answer as a
+    script and appends its tests after it could be ended early by `sys.exit(main())` under the main guard
+    (flywheel's sandbox reports that as no result, so it earns nothing there).
     """
 
     name = "exit_tricks"
