@@ -42,10 +42,10 @@ IGNORE = re.compile(
     r"|\bnew (?:system )?instructions?\s*:",
     _I,
 )
-# Speaking to a grader: "Dear judge", "Note to the grader", "Grader:", "An den Bewerter", "採点者へ".
+# Speaking to a grader: "Dear judge", "Note to the grader", "An den Bewerter", "採点者へ".
 ADDRESS = re.compile(
     rf"\b(?:dear|note to(?: the)?|attention|hey|to the|nota para el|note au|note pour le|an den|an die|para o"
-    rf"|per il|al|à l'|a la|para la)\s+({GRADER_NOUNS})\b|^\W*({GRADER_NOUNS})\s*[:：,]|({GRADER_NOUNS})\s*(?:へ|に)",
+    rf"|per il|al|à l'|a la|para la)\s+({GRADER_NOUNS})\b|({GRADER_NOUNS})\s*(?:へ|に)",
     _I,
 )
 # Asking for the top mark, in several languages.
@@ -67,9 +67,9 @@ MARKERS = re.compile(r"\b(?:BEGIN|END)\s+(?:QUESTION|REFERENCE\s+ANSWER|CANDIDAT
 # Talk about how this answer should be graded, allowed only when the task is about grading.
 META = re.compile(
     r"\b(?:reviewer|evaluator|grader|examiner|assessor)s?\b[^.!?\n]*\b(?:answer|response|solution|submission"
-    r"|question|marks?|scor\w*|grad\w*|rubric|points|this)\b"
-    r"|\b(?:answer|response|solution|submission|this)\b[^.!?\n]*\b(?:reviewer|evaluator|grader|examiner|assessor)s?\b"
-    r"|\b(?:perfect|full|top|maximum|highest|lower|lowest) (?:marks?|score|grade|rating)\b"
+    r"|question|marks?|scor\w*|grad\w*|rubric|points)\b"
+    r"|\b(?:answer|response|solution|submission)\b[^.!?\n]*\b(?:reviewer|evaluator|grader|examiner|assessor)s?\b"
+    r"|\b(?:perfect|full|top|maximum|highest|lower|lowest) (?:marks?|grade)\b"
     r"|\b(?:nothing|no points?|no marks?) to deduct\b|\bmarked (?:wrong|down|incorrect)\b|\bincorrect(?:ly)? mark\w*"
     r"|\b(?:reference|official|model) (?:solution|answer)\b|\bofficial reference\b"
     r"|\b(?:this|my) (?:answer|response|solution|submission) (?:is|was|has been) (?:checked|verified|reviewed"
