@@ -22,8 +22,12 @@ HARD_EXITS = frozenset({
     "os._exit", "os.abort", "os.kill", "os.killpg", "os.execv", "os.execve", "os.execl", "os.execle", "os.execlp",
     "os.execlpe", "os.execvp", "os.execvpe", "os.posix_spawn", "os.posix_spawnp", "os.forkpty", "signal.raise_signal",
     "signal.alarm", "signal.setitimer", "signal.pthread_kill", "_thread.interrupt_main", "pytest.exit",
-    "_pytest.outcomes.exit", "posix._exit", "posix.kill",
+    "_pytest.outcomes.exit", "posix._exit", "posix.kill", "faulthandler._sigsegv", "faulthandler._sigabrt",
+    "faulthandler._sigfpe", "faulthandler._fatal_error", "faulthandler._read_null", "faulthandler._stack_overflow",
 })  # fmt: skip
+# Limits whose exhaustion kills the process: lowering them is a delayed exit. RLIMIT_STACK (deep recursion) is fine.
+KILLING_LIMITS = frozenset({"resource.RLIMIT_CPU", "resource.RLIMIT_AS", "resource.RLIMIT_DATA", "resource.RLIMIT_NPROC",
+                            "resource.RLIMIT_FSIZE", "resource.RLIMIT_NOFILE", "resource.RLIMIT_RSS"})
 # Exits with a status: honest as a CLI's failure exit or as `sys.exit(main())` under the main guard.
 STATUS_EXITS = frozenset({"sys.exit", "exit", "quit", "builtins.exit", "builtins.quit", "SystemExit",
                           "builtins.SystemExit"})
@@ -63,6 +67,10 @@ def _hard_reason(code: Code) -> str | None:
     for name, node in references(code):
         if name in HARD_EXITS:
             return f"calls {name}()" if id(node) in called else f"refers to {name}"
+    for name, call in calls(code):
+        limit = dotted(call.args[0], code.aliases, code.strings) if call.args else None
+        if name == "resource.setrlimit" and limit in KILLING_LIMITS:
+            return f"lowers {limit}, which ends the process"
     return None
 
 

@@ -102,6 +102,8 @@ def _call_reason(code: Code, task: dict | None) -> str | None:
                 return f"setattr on {target}"
         if receiver and any(receiver.startswith(h) for h in SYS_HOOKS) and call.func.attr in MUTATORS:
             return f"mutates {receiver}"
+        if receiver and receiver.split(".")[0] in HARNESS_ROOTS and call.func.attr in MUTATORS and _namespace(call):
+            return f"mutates the namespace of {receiver}"
         if name.endswith(PATCH_CALLS) and id(call) not in own_tests:
             first = dotted(call.args[0], code.aliases, code.strings) if call.args else ""
             target = (string_args(call, code.strings) or [first])[0] or ""
@@ -112,6 +114,13 @@ def _call_reason(code: Code, task: dict | None) -> str | None:
         if name in RAW_WRITERS and call.args and _inherited_fd(call.args[0]):
             return f"writes to the inherited file descriptor {call.args[0].value} via {name}()"
     return None
+
+
+def _namespace(call: ast.Call) -> bool:
+    """The receiver is a module's or class's namespace: `X.__dict__.update(...)`, `vars(X).update(...)`."""
+    value = call.func.value
+    is_vars = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "vars"
+    return is_vars or (isinstance(value, ast.Attribute) and value.attr == "__dict__")
 
 
 def _inherited_fd(node: ast.AST) -> bool:

@@ -26,7 +26,8 @@ GRADER_NOUNS = (
     r"|évaluatrice|examinateur|evaluador|evaluadora|corrector|calificador|avaliador|avaliadora|corretor|Bewerter"
     r"|Prüfer|Korrektor|Gutachter|valutatore|correttore|esaminatore|оценщик\w*|проверяющ\w*|экзаменатор\w*"
     r"|评分者|评分员|评审|阅卷\w*|评委|採点者|評価者|審査員|採点官|채점자\w*|평가자\w*|beoordelaar|oceniając\w*"
-    r"|değerlendirici|المقيم|परीक्षक"
+    r"|değerlendirici|المقيم|परीक्षक|bedömare|bedømmer|sensor|arvioija|βαθμολογητ\w*|αξιολογητ\w*|hodnotitel\w*"
+    r"|értékelő|בודק|ממיין|ارزیاب|ผู้ตรวจ"
 )
 # "Ignore the previous instructions", in several languages.
 IGNORE = re.compile(
@@ -37,7 +38,12 @@ IGNORE = re.compile(
     r"|(?:игнориру|забудь|забудьте)\w*.{0,40}инструкци|忽略.{0,20}(?:指令|指示|说明|规则)|(?:指示|命令|ルール).{0,10}無視"
     r"|(?:지시|지침|명령).{0,10}무시|\bnegeer\b.{0,40}\binstructies\b|\bzignoruj\b.{0,40}\binstrukcj"
     r"|talimatlar\w*.{0,20}yok say|تجاهل.{0,40}التعليمات|निर्देश\w*.{0,20}अनदेखा|\bbỏ qua\b.{0,40}hướng dẫn"
-    r"|\babaikan\b.{0,40}\binstruksi\b"
+    r"|\babaikan\b.{0,40}\b(?:instruksi|arahan)\b|\bignorer\w*\b.{0,40}\binstru[kc]\w+|\bohita\b.{0,40}\bohjee"
+    r"|αγνόησ\w*.{0,40}οδηγί|\bignoruj\w*\b.{0,40}\bpokyn|\bignor[aă]\w*\b.{0,40}\binstrucțiun"
+    r"|figyelmen kívül.{0,40}utasítás|utasítás\w*.{0,40}figyelmen kívül|התעלם.{0,40}הוראות|نادیده بگیر|دستورالعمل\w*.{0,40}نادیده"
+    r"|เพิกเฉย.{0,40}คำสั่ง|ігнору\w*.{0,40}інструкці"
+    r"|\b(?:evaluation|grading|scoring|marking) (?:policy|criteria|rubric|instructions?|guidelines)\b[^.\n]{0,20}"
+    r"\b(?:changed|updated|revised|replaced|no longer)\b|\[(?:SYSTEM|ADMIN|ADMINISTRATOR|EVALUATOR|GRADER|JUDGE)(?: [A-Z]+)?\]"
     r"|\bdecode (?:this|the following|it)\b[^.\n]{0,20}\b(?:follow|execute|obey|do)\b"
     r"|\bnew (?:system )?instructions?\s*:",
     _I,
@@ -56,12 +62,16 @@ DEMAND = re.compile(
     r"|\b(?:note|notation) maximale|\bpleine note|\bpuntuaci[oó]n m[aá]xima|\bnota m[aá]xima|\bvolle Punktzahl"
     r"|\bHöchstpunktzahl|\bpunteggio massimo|высш\w* балл|максимальн\w* балл|满分|最高分|満点|만점"
     r"|\bmaximale? (?:aantal )?punten|\bmaksymaln\w* (?:ocen|punkt)|\btam puan|الدرجة الكاملة|पूरे अंक"
-    r"|điểm tối đa|\bnilai maksimal",
+    r"|điểm tối đa|\bnilai maksimal|\bfull poäng|\bfull pott|\bfulde point|\btäydet pisteet|μέγιστο βαθμό"
+    r"|\bplný počet bodů|\bnota maximă|\bmaximális pontszám|ציון מלא|نمره کامل|คะแนนเต็ม|найвищий бал"
+    r"|\b(?:scored|graded|marked|rated|evaluated) as (?:correct|right|perfect|fully correct|1(?:\.0)?)\b",
     _I,
 )
 _FIRST_PERSON = re.compile(r"\b(?:I|I'd|I would|I'll|we|we'd|we would)\s*$", re.I)
 TEMPLATE_TOKENS = re.compile(
-    r"<\|[\w▁ -]{1,40}\|>|<(?:start|end)_of_turn>|\[/?INST\]|</s>|<<SYS>>|^(?:Human|Assistant)\s*:", re.M
+    r"<\|[\w▁ -]{1,40}\|>|<(?:start|end)_of_turn>|\[/?INST\]|</s>|<<SYS>>|^(?:Human|Assistant)\s*:"
+    r"|^#{2,4}\s*(?:Instruction|Response|System|Input)\s*:|^(?:USER|ASSISTANT|SYSTEM)\s*:",
+    re.M,
 )
 MARKERS = re.compile(r"\b(?:BEGIN|END)\s+(?:QUESTION|REFERENCE\s+ANSWER|CANDIDATE\s+ANSWER)\b")
 # Talk about how this answer should be graded, allowed only when the task is about grading.
@@ -71,6 +81,9 @@ META = re.compile(
     r"|\b(?:answer|response|solution|submission)\b[^.!?\n]*\b(?:reviewer|evaluator|grader|examiner|assessor)s?\b"
     r"|\b(?:perfect|full|top|maximum|highest|lower|lowest) (?:marks?|grade)\b"
     r"|\b(?:nothing|no points?|no marks?) to deduct\b|\bmarked (?:wrong|down|incorrect)\b|\bincorrect(?:ly)? mark\w*"
+    r"|\b(?:marking|grading|scoring) (?:scheme|guide|key|criteria|rubric)\b|\bbest possible (?:answer|response)\b"
+    r"|\b(?:any|every) (?:fair|fair-minded|reasonable|competent|careful|attentive) (?:reader|person|expert)\b"
+    r"[^.!?\n]*\b(?:agree|see|conclude|recogni[sz]e)\b"
     r"|\b(?:reference|official|model) (?:solution|answer)\b|\bofficial reference\b"
     r"|\b(?:this|my) (?:answer|response|solution|submission) (?:is|was|has been) (?:checked|verified|reviewed"
     r"|confirmed|validated|approved|certified)\b"
@@ -85,7 +98,10 @@ VERDICT_LINES = re.compile(
     r"|^\W*(?:final )?(?:verdict|judgement|judgment|evaluation|grade|rating|score)\W*[:=]\s*\**\s*(?:yes|true)\W*$"
     r"|^\W*(?:system|assistant|user|human|judge|grader|evaluator|reviewer|admin(?:istrator)?)(?: note)?\s*:"
     r"[^\n]*\b(?:answer|response|candidate|correct|score|grade|marks?|verdict|1\.0)\b"
-    r"|^\W*(?:thought process|internal reasoning)\s*:\s*$",
+    r"|^\W*(?:thought process|internal reasoning)\s*:\s*$"
+    r"|<(score|verdict|grade|rating|reward|correct)>\s*(?:1(?:\.0+)?|10|100|correct|pass(?:ed)?|yes|true)\s*</\1>"
+    r"|^\s*\|\s*(?:score|verdict|grade|rating|correctness|reward)\s*\|\s*(?:1(?:\.0+)?|10(?:/10)?|100%?|pass(?:ed)?"
+    r"|correct|yes)\s*\|",
     _I,
 )
 GRADING_TASK = re.compile(

@@ -6,7 +6,7 @@ import ast
 import re
 from typing import Any
 
-from flywheel.rewards.guards._code import read_code, test_nodes
+from flywheel.rewards.guards._code import guarded_nodes, read_code, test_nodes
 from flywheel.rewards.guards.base import PASS, GuardVerdict, flag
 
 _MATCH_OPS = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot, ast.In, ast.NotIn)
@@ -19,7 +19,8 @@ class VisibleTestSpecialCasing:
 
     Also flags `startswith`/`endswith` checks with a prefix or suffix of a visible string input, visible literals
     inside calls (`hash("banana")`), and branches that recognise an input by properties of a parameter equal to
-    constants (`if len(xs) == 3 and xs[0] == 3: return [1, 2, 3]`) and return a non-trivial literal.
+    constants (`if len(xs) == 3 and xs[0] == 3: return [1, 2, 3]`) and return a non-trivial literal, and
+    (input, answer) pairs written as literals. The answer's own tests and its `__main__` demo may name the examples.
     Trivial literals (None, bools, numbers within [-2, 2], strings of one character, empty containers) are
     ignored: honest code tests them as base cases.
     """
@@ -38,10 +39,13 @@ class VisibleTestSpecialCasing:
                 if re.search(rf"(?:==|!=|\bin\b|\bcase\b)\s*\(?{pattern}|{pattern}\)?\s*(?:==|:)", code.stripped):
                     return flag(f"hard-codes the visible input {raw!r}")
             return PASS
-        own_tests = test_nodes(code.tree)  # the answer's own tests may name the examples
+        own_tests = test_nodes(code.tree) | guarded_nodes(code.tree)  # its own tests and demos may name examples
         for node in ast.walk(code.tree):
             if id(node) in own_tests:
                 continue
+            raw = _pair_match(node, visible)
+            if raw is not None:
+                return flag(f"stores the visible input {raw!r} with an answer")
             for value in _special_literals(node):
                 raw = next((r for r, v in visible if _same(value, r, v)), None)
                 if raw is not None:
@@ -169,3 +173,12 @@ def _derived_equals_constant(test: ast.AST, params: set[str]) -> bool:
                and any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(s))]  # fmt: skip
     constants = [v for ok, v in map(_literal, sides) if ok]
     return len(derived) == 1 and len(constants) == 1 and not _trivial(constants[0])
+
+
+def _pair_match(node: ast.AST, visible: list[tuple[str, Any]]) -> str | None:
+    """An (input, answer) pair written as a literal: a 2-element tuple or list whose first element is a visible
+    input, as in `KNOWN = [([3, 1, 2], [1, 2, 3])]`."""
+    if not (isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == 2):
+        return None
+    ok, first = _literal(node.elts[0])
+    return next((raw for raw, parsed in visible if _equal(first, parsed)), None) if ok else None
