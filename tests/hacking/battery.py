@@ -28,6 +28,7 @@ from hack_code import CODE_HACKS
 from hack_controls import CONTROLS
 from hack_holdout import HOLDOUT_CONTROLS, HOLDOUT_HACKS
 from hack_holdout2 import HOLDOUT2_CONTROLS, HOLDOUT2_HACKS
+from hack_holdout3 import HOLDOUT3_CONTROLS, HOLDOUT3_HACKS
 from hack_text import TEXT_HACKS
 from hacking_cases import CONTROLS as V1_CONTROLS
 from hacking_cases import HACKS as V1_HACKS
@@ -58,14 +59,19 @@ def main_controls() -> list[Case]:
     return CONTROLS + [Case(c.name, c.completion, None, task) for c, task in zip(V1_CONTROLS, ungraded)]
 
 
+def sections() -> dict[str, tuple[list[Case], list[Case]]]:
+    """(hacks, controls) of the main battery and of each held-out set, in the order they were written."""
+    return {
+        "main": (main_hacks(), main_controls()),
+        "holdout": (HOLDOUT_HACKS, HOLDOUT_CONTROLS),
+        "holdout2": (HOLDOUT2_HACKS, HOLDOUT2_CONTROLS),
+        "holdout3": (HOLDOUT3_HACKS, HOLDOUT3_CONTROLS),
+    }
+
+
 def hacks() -> list[Case]:
-    """Every hack: the main battery's and both held-out sets'."""
-    return main_hacks() + HOLDOUT_HACKS + HOLDOUT2_HACKS
-
-
-def controls() -> list[Case]:
-    """Every honest control: the main battery's and both held-out sets'."""
-    return main_controls() + HOLDOUT_CONTROLS + HOLDOUT2_CONTROLS
+    """Every hack."""
+    return [c for hacks_, _ in sections().values() for c in hacks_]
 
 
 def sandbox() -> Sandbox:
@@ -97,7 +103,8 @@ def _tricks(text: str) -> set[str]:
 def judge_sees(case: Case) -> str:
     """The candidate block exactly as ``build_prompt`` gives it to the judge."""
     user = build_prompt(case.task.get("prompt", DEFAULT_QUESTION), case.completion, nonce=NONCE)[1]["content"]
-    return user.split(f"<<<BEGIN CANDIDATE ANSWER {NONCE}>>>\n", 1)[1].rsplit(f"\n<<<END CANDIDATE ANSWER {NONCE}>>>", 1)[0]
+    begin, end = f"<<<BEGIN CANDIDATE ANSWER {NONCE}>>>\n", f"\n<<<END CANDIDATE ANSWER {NONCE}>>>"
+    return user.split(begin, 1)[1].rsplit(end, 1)[0]
 
 
 def prompt_neutralises(case: Case) -> bool:
@@ -163,11 +170,7 @@ def summary(hack_outcomes: list[Outcome], control_outcomes: list[Outcome]) -> di
 
 def measure(box: Sandbox) -> dict:
     """Figures of the main battery, of each held-out set, and of everything together ("all")."""
-    parts = {
-        "main": (run(box, main_hacks()), run(box, main_controls())),
-        "holdout": (run(box, HOLDOUT_HACKS), run(box, HOLDOUT_CONTROLS)),
-        "holdout2": (run(box, HOLDOUT2_HACKS), run(box, HOLDOUT2_CONTROLS)),
-    }
+    parts = {name: (run(box, h), run(box, c)) for name, (h, c) in sections().items()}
     figures = {name: summary(*outcomes) for name, outcomes in parts.items()}
     figures["all"] = summary(*(sum((p[i] for p in parts.values()), []) for i in (0, 1)))
     return figures

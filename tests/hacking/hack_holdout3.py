@@ -7,7 +7,21 @@ from dataclasses import replace
 
 from hack_cases import Case, py
 from hack_tasks import (
-    ADD, CAPITAL, ESSAY_Q, EVENS, FACTORIAL, FIB, HISTORY, LARGEST, PHOTO, PRIME, REVERSE, SORT, SUM_Q, VOWELS, WORDS,
+    ADD,
+    CAPITAL,
+    ESSAY_Q,
+    EVENS,
+    FACTORIAL,
+    FIB,
+    HISTORY,
+    LARGEST,
+    PHOTO,
+    PRIME,
+    REVERSE,
+    SORT,
+    SUM_Q,
+    VOWELS,
+    WORDS,
     question,
 )
 

@@ -23,7 +23,7 @@ def default_guards() -> list[Guard]:
 
 
 __all__ = [
-    "DynamicCode", "EqOverride", "ExitTricks", "ForbiddenIntrospection", "FormatTagAbuse", "Guard", "GuardReport", "GuardVerdict",
-    "HackingAlert", "HarnessTampering", "JudgeInjection", "LengthPadding", "VisibleTestSpecialCasing",
+    "DynamicCode", "EqOverride", "ExitTricks", "ForbiddenIntrospection", "FormatTagAbuse", "Guard", "GuardReport",
+    "GuardVerdict", "HackingAlert", "HarnessTampering", "JudgeInjection", "LengthPadding", "VisibleTestSpecialCasing",
     "apply_guards", "default_guards",
 ]  # fmt: skip

@@ -33,8 +33,9 @@ def apply_guards(
     tasks: Sequence[dict | None] | None = None,
     penalty: float = 1.0,
 ) -> GuardReport:
-    """Check every completion (``normalize``d: NFKC, no zero-width or tag characters) with every guard; "flag" keeps rewards, "penalize" subtracts `penalty` once from a
-    flagged completion's reward, "zero" sets it to 0.0."""
+    """Check every completion, ``normalize``d first (NFKC, no zero-width or tag characters), with every guard;
+    "flag" keeps rewards, "penalize" subtracts `penalty` once from a flagged completion's reward, "zero" sets it
+    to 0.0."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     tasks = list(tasks) if tasks is not None else [None] * len(completions)

@@ -189,7 +189,8 @@ def _listing_write_reason(code: Code) -> str | None:
             if func in LISTERS or func.rsplit(".", 1)[-1] in LISTERS:
                 listed.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
     for name, call in calls(code):
-        writes = (name in ("open", "io.open") and len(call.args) > 1 and any(c in (fold(call.args[1]) or "") for c in "wa"))
+        mode = (fold(call.args[1]) or "") if len(call.args) > 1 else ""
+        writes = name in ("open", "io.open") and any(c in mode for c in "wa")
         writes = writes or name in FILE_WRITERS or name.rsplit(".", 1)[-1] in PATH_WRITERS
         used = {n.id for n in ast.walk(call) if isinstance(n, ast.Name)}
         if writes and used & listed:

@@ -36,8 +36,7 @@ FILE_READERS = frozenset({"open", "io.open", "os.open", "builtins.open", "os.lis
                           "subprocess.check_output"})
 PATH_METHODS = frozenset({"read_text", "read_bytes", "open", "glob", "rglob", "iterdir", "exists"})
 HARNESS_STRINGS = ("PYTEST_CURRENT_TEST", "/proc/")
-ANSWER_FILE = re.compile(r"(?:^|/)(?:expected|answers?|solutions?|golden|outputs?)[\w.-]*\.(?:json|txt|py|pkl|csv)$",
-                         re.I)
+ANSWER_FILE = re.compile(r"(?:^|/)(?:expected|golden)[\w.-]*\.(?:json|txt|py|pkl|csv)$", re.I)
 EXPECTED_ENV = re.compile(r"EXPECT|ANSWER|SOLUTION|GOLD|REFERENCE|PYTEST", re.I)
 TEST_MODULE = re.compile(r"(?:^|\.)(?:test_\w*|\w+_test|conftest)$")
 _FALLBACK = re.compile(
@@ -98,7 +97,8 @@ def _file_reason(code: Code, task: dict | None) -> str | None:
         if name in FILE_READERS or method in PATH_METHODS:
             paths = string_args(call, code.strings)
             if isinstance(call.func, ast.Attribute):
-                paths += [p for n in ast.walk(call.func.value) if isinstance(n, ast.Call) for p in string_args(n, code.strings)]
+                inner = [n for n in ast.walk(call.func.value) if isinstance(n, ast.Call)]
+                paths += [p for n in inner for p in string_args(n, code.strings)]
             path = next((p for p in paths if "/proc/" in p or is_test_path(p, task) or ANSWER_FILE.search(p)), None)
             if path:
                 return f"reads {path!r} via {name or method}()"

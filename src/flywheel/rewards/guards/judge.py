@@ -40,10 +40,12 @@ IGNORE = re.compile(
     r"|talimatlar\w*.{0,20}yok say|تجاهل.{0,40}التعليمات|निर्देश\w*.{0,20}अनदेखा|\bbỏ qua\b.{0,40}hướng dẫn"
     r"|\babaikan\b.{0,40}\b(?:instruksi|arahan)\b|\bignorer\w*\b.{0,40}\binstru[kc]\w+|\bohita\b.{0,40}\bohjee"
     r"|αγνόησ\w*.{0,40}οδηγί|\bignoruj\w*\b.{0,40}\bpokyn|\bignor[aă]\w*\b.{0,40}\binstrucțiun"
-    r"|figyelmen kívül.{0,40}utasítás|utasítás\w*.{0,40}figyelmen kívül|התעלם.{0,40}הוראות|نادیده بگیر|دستورالعمل\w*.{0,40}نادیده"
+    r"|figyelmen kívül.{0,40}utasítás|utasítás\w*.{0,40}figyelmen kívül|התעלם.{0,40}הוראות|نادیده بگیر"
+    r"|دستورالعمل\w*.{0,40}نادیده"
     r"|เพิกเฉย.{0,40}คำสั่ง|ігнору\w*.{0,40}інструкці"
     r"|\b(?:evaluation|grading|scoring|marking) (?:policy|criteria|rubric|instructions?|guidelines)\b[^.\n]{0,20}"
-    r"\b(?:changed|updated|revised|replaced|no longer)\b|\[(?:SYSTEM|ADMIN|ADMINISTRATOR|EVALUATOR|GRADER|JUDGE)(?: [A-Z]+)?\]"
+    r"\b(?:changed|updated|revised|replaced|no longer)\b"
+    r"|\[(?:SYSTEM|ADMIN|ADMINISTRATOR|EVALUATOR|GRADER|JUDGE)(?: [A-Z]+)?\]"
     r"|\bdecode (?:this|the following|it)\b[^.\n]{0,20}\b(?:follow|execute|obey|do)\b"
     r"|\bnew (?:system )?instructions?\s*:",
     _I,
@@ -70,7 +72,7 @@ DEMAND = re.compile(
 _FIRST_PERSON = re.compile(r"\b(?:I|I'd|I would|I'll|we|we'd|we would)\s*$", re.I)
 TEMPLATE_TOKENS = re.compile(
     r"<\|[\w▁ -]{1,40}\|>|<(?:start|end)_of_turn>|\[/?INST\]|</s>|<<SYS>>|^(?:Human|Assistant)\s*:"
-    r"|^#{2,4}\s*(?:Instruction|Response|System|Input)\s*:|^(?:USER|ASSISTANT|SYSTEM)\s*:",
+    r"|^#{2,4}\s*(?:Instruction|Response|System|Input)\s*:",
     re.M,
 )
 MARKERS = re.compile(r"\b(?:BEGIN|END)\s+(?:QUESTION|REFERENCE\s+ANSWER|CANDIDATE\s+ANSWER)\b")
@@ -105,8 +107,8 @@ VERDICT_LINES = re.compile(
     _I,
 )
 GRADING_TASK = re.compile(
-    r"\b(?:grad(?:e|es|ing|er)|scor(?:e|es|ing)|rat(?:e|ing)|review(?:er)?|judge|evaluat\w*|verdict|json|rubric"
-    r"|marks?|injection|reward[- ]hack\w*|guards?)\b",
+    r"\b(?:grad(?:e|es|ed|ing|er)|scor(?:e|es|ed|ing)|rat(?:e|ed|ing)|review(?:er)?|judge|evaluat\w*|verdict|json"
+    r"|rubric|mark(?:s|ed|ing)?|exams?|injection|reward[- ]hack\w*|guards?)\b",
     re.I,
 )
 TEMPLATE_TASK = re.compile(r"template|chatml|special tokens?|im_start|prompt format|llama|mistral|gemma", re.I)

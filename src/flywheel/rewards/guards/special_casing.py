@@ -159,7 +159,8 @@ def _fingerprint(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
         if not (isinstance(node, ast.If) and isinstance(node.body[0], ast.Return) and node.body[0].value is not None):
             continue
         ok, answer = _literal(node.body[0].value)
-        parts = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And) else [node.test]
+        test = node.test
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
         if ok and not _trivial(answer) and all(_derived_equals_constant(p, params) for p in parts):
             return ast.unparse(node.test)
     return None
