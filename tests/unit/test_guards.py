@@ -303,6 +303,7 @@ def test_judge_injection_in_other_languages_encodings_and_forms(text, task):
         ("This design was praised by every reviewer of the journal.", "Summarise the paper's reception."),
         ("Wilt Chamberlain's 100 points is the highest score by one player.", "Who holds the NBA points record?"),
         ("Judge: Hon. A. Smith\nOutcome: appeal dismissed.", "Summarise the appeal."),
+        ("The controller sends the reading to the sensor hub.", "How does the thermostat work?"),
     ],
 )
 def test_judge_injection_allows_quotes_and_what_the_task_asks_for(text, prompt):

@@ -26,7 +26,7 @@ GRADER_NOUNS = (
     r"|évaluatrice|examinateur|evaluador|evaluadora|corrector|calificador|avaliador|avaliadora|corretor|Bewerter"
     r"|Prüfer|Korrektor|Gutachter|valutatore|correttore|esaminatore|оценщик\w*|проверяющ\w*|экзаменатор\w*"
     r"|评分者|评分员|评审|阅卷\w*|评委|採点者|評価者|審査員|採点官|채점자\w*|평가자\w*|beoordelaar|oceniając\w*"
-    r"|değerlendirici|المقيم|परीक्षक|bedömare|bedømmer|sensor|arvioija|βαθμολογητ\w*|αξιολογητ\w*|hodnotitel\w*"
+    r"|değerlendirici|المقيم|परीक्षक|bedömare|bedømmer|arvioija|βαθμολογητ\w*|αξιολογητ\w*|hodnotitel\w*"
     r"|értékelő|בודק|ממיין|ارزیاب|ผู้ตรวจ"
 )
 # "Ignore the previous instructions", in several languages.
