@@ -4,23 +4,23 @@ episodes through an engine crash, and equality with generate-then-train at stale
 import asyncio
 import json
 import math
-import threading
+import os
 import time
 from pathlib import Path
 
 import ray
 import torch
+from helpers import exact_groups
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers import exact_groups
-from flywheel.config import load_config
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
+from flywheel.config import load_config
 from flywheel.controller import Workers, train
-from flywheel.rollout.stream import group_seed, prompt_indices
 from flywheel.engines.remote import RemoteEngine
 from flywheel.engines.vllm import VLLMEngine
 from flywheel.envs.arithmetic import make_splits
+from flywheel.rollout.stream import group_seed, prompt_indices
 from flywheel.trainer.trainer import Trainer
 from flywheel.weights.file import FileTransport
 
@@ -111,29 +111,25 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
             time.sleep(0.5)
             return super().train_step(batch)
 
-    class SlowEngine(VLLMEngine):
+    class CrashingSlowEngine(VLLMEngine):
+        """Slow, and its process dies in the middle of its first request once it serves version 3:
+        that request (and any other it holds) is in flight when it dies, whatever the machine's load."""
+
         async def generate(self, *args, **kwargs):
             await asyncio.sleep(2.0)
+            if self.weight_version >= 3:
+                os._exit(1)
             return await super().generate(*args, **kwargs)
 
     config = run_config(tmp_path, "run.steps=8", "rollout.max_staleness=1")
     workers = fresh_workers(config)
-    slow_engine = ray.remote(SlowEngine).options(num_cpus=0.5).remote(config)
+    slow_engine = ray.remote(CrashingSlowEngine).options(num_cpus=0.5, max_restarts=0).remote(config)
     slow_trainer = ray.remote(SlowTrainer).options(num_cpus=1).remote(config, FileTransport(tmp_path / "weights"))
     ray.get([slow_engine.__ray_ready__.remote(), slow_trainer.__ray_ready__.remote()])
     ray.get(workers.trainer.close.remote())
-    def kill_after_step_3():  # the slow replica always holds requests: they die with it
-        metrics = tmp_path / "quickstart/metrics.jsonl"
-        while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= 4):
-            time.sleep(0.05)
-        ray.kill(slow_engine)
-
-    killer = threading.Thread(target=kill_after_step_3, daemon=True)
-    killer.start()
     try:
         run_dir = train(config, Workers([shared_engine, RemoteEngine(slow_engine)], slow_trainer))
     finally:
-        killer.join(timeout=5)
         ray.kill(slow_engine)
         ray.get(slow_trainer.close.remote())
         ray.kill(slow_trainer)

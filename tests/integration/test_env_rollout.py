@@ -83,8 +83,9 @@ def test_the_time_limit_ends_episodes(shared_engine, tokenizer):
 
     episodes, seconds = asyncio.run(timed())
     assert 1.0 <= seconds < 2.0  # its steps alone would take 3 s
-    assert [e.stop_reason for e in episodes] == ["time_limit"] * 4 and [e.reward for e in episodes] == [0.0] * 4
-    assert episode_metrics(episodes)["env/time_limit_frac"] == 1.0
+    # the environment outlived the limit: its episodes are invalid (left out of the advantages), not scored 0
+    assert [(e.stop_reason, e.error, e.valid) for e in episodes] == [("env_timeout", "env_timeout", False)] * 4
+    assert all("did not answer within the episode's time limit" in str(e.failure) for e in episodes)
 
 
 def test_many_groups_in_flight_score_like_the_arithmetic_env(shared_engine, tokenizer):
@@ -96,7 +97,8 @@ def test_many_groups_in_flight_score_like_the_arithmetic_env(shared_engine, toke
 
     groups = asyncio.run(all_groups())
     episodes = [e for g in groups for e in g]
-    assert len(episodes) == 512 and all(e.turns == 1 and e.completion.loss_mask == (1,) * len(e.completion.token_ids) for e in episodes)
+    # one-turn fast path: one request of 8 per group, every token the model's (loss_mask None)
+    assert len(episodes) == 512 and all(e.turns == 1 and e.completion.loss_mask is None and e.valid for e in episodes)
     for task, group in zip(tasks, groups):
         assert all(e.reward == exact_match_reward(e.completion.text, task.answer) for e in group)
     mean = sum(e.reward for e in episodes) / 512

@@ -3,6 +3,7 @@
 from flywheel.rewards.guards.alert import HackingAlert
 from flywheel.rewards.guards.apply import GuardReport, apply_guards
 from flywheel.rewards.guards.base import Guard, GuardVerdict
+from flywheel.rewards.guards.dynamic import DynamicCode
 from flywheel.rewards.guards.equality import EqOverride
 from flywheel.rewards.guards.exits import ExitTricks
 from flywheel.rewards.guards.harness import HarnessTampering
@@ -17,12 +18,12 @@ def default_guards() -> list[Guard]:
     """One instance of every guard, with default settings."""
     return [
         ExitTricks(), EqOverride(), HarnessTampering(), VisibleTestSpecialCasing(), ForbiddenIntrospection(),
-        JudgeInjection(), FormatTagAbuse(), LengthPadding(),
+        DynamicCode(), JudgeInjection(), FormatTagAbuse(), LengthPadding(),
     ]  # fmt: skip
 
 
 __all__ = [
-    "EqOverride", "ExitTricks", "ForbiddenIntrospection", "FormatTagAbuse", "Guard", "GuardReport", "GuardVerdict",
-    "HackingAlert", "HarnessTampering", "JudgeInjection", "LengthPadding", "VisibleTestSpecialCasing",
+    "DynamicCode", "EqOverride", "ExitTricks", "ForbiddenIntrospection", "FormatTagAbuse", "Guard", "GuardReport",
+    "GuardVerdict", "HackingAlert", "HarnessTampering", "JudgeInjection", "LengthPadding", "VisibleTestSpecialCasing",
     "apply_guards", "default_guards",
 ]  # fmt: skip

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from flywheel.rewards.guards.base import Guard
+from flywheel.rewards.normalize import normalize
 
 Mode = Literal["flag", "penalize", "zero"]
 MODES = ("flag", "penalize", "zero")
@@ -32,8 +33,9 @@ def apply_guards(
     tasks: Sequence[dict | None] | None = None,
     penalty: float = 1.0,
 ) -> GuardReport:
-    """Check every completion with every guard; "flag" keeps rewards, "penalize" subtracts `penalty` once from a
-    flagged completion's reward, "zero" sets it to 0.0."""
+    """Check every completion, ``normalize``d first (NFKC, no zero-width or tag characters), with every guard;
+    "flag" keeps rewards, "penalize" subtracts `penalty` once from a flagged completion's reward, "zero" sets it
+    to 0.0."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     tasks = list(tasks) if tasks is not None else [None] * len(completions)
@@ -45,7 +47,7 @@ def apply_guards(
     counts = dict.fromkeys(names, 0)
     reasons: list[list[str]] = []
     for completion, task in zip(completions, tasks, strict=True):
-        hits = []
+        completion, hits = normalize(completion), []
         for guard in guards:
             verdict = guard.check(completion, task)
             if verdict.flagged:
