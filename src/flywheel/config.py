@@ -114,8 +114,8 @@ class RewardModelConfig(Section):
 
 
 class RewardConfig(Section):
-    guards: tuple[Literal[GUARDS], ...] = Field((), description=f"Reward-hacking guards to run on every completion, by name: {', '.join(GUARDS)}.")
-    guard_mode: Literal["flag", "penalize", "zero"] = Field("flag", description="What a flagged completion gets: its reward (flag), reward - guard_penalty, or 0.")
+    guards: tuple[Literal[GUARDS], ...] | None = Field(None, description=f"Reward-hacking guards to run on every completion, by name: {', '.join(GUARDS)}; null: the environment's own (code guards for python_code) plus the judge guards when the judge is on.")
+    guard_mode: Literal["flag", "penalize", "zero"] = Field("penalize", description="What a flagged completion gets: its reward (flag), reward - guard_penalty, or 0.")
     guard_penalty: float = Field(1.0, ge=0, description="Subtracted from a flagged completion's reward in 'penalize' mode.")
     alert_threshold: float = Field(0.1, ge=0, le=1, description="Alert when a hacking/<guard>_rate exceeds this.")
     alert_rise: float = Field(0.05, ge=0, description="Alert when a rate exceeds its running baseline (EMA) by more than this.")
@@ -126,7 +126,7 @@ class RewardConfig(Section):
 
     @model_validator(mode="after")
     def _unique_guards(self) -> "RewardConfig":
-        if len(set(self.guards)) != len(self.guards):
+        if self.guards is not None and len(set(self.guards)) != len(self.guards):
             raise ValueError(f"reward.guards names a guard twice: {list(self.guards)}")
         return self
 
