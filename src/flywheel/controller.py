@@ -197,8 +197,8 @@ def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], 
     return {
         "step": step,
         "reward/mean": sum(valid) / max(len(valid), 1),
-        "response_length/mean": tokens / len(episodes),
-        "response_length/truncated_frac": sum(e.completion.truncated for e in episodes) / len(episodes),
+        "rollout/response_length_mean": tokens / len(episodes),
+        "rollout/truncated_frac": sum(e.completion.truncated for e in episodes) / len(episodes),
         **{f"timing/{name}": value for name, value in seconds.items()},
         "rollout/tokens_per_s": generated_tokens / seconds["step_s"],
         "train/tokens_per_s": tokens / seconds["train_s"],
@@ -374,7 +374,7 @@ async def _train(config: Config, workers: Workers) -> Path:
                     progress.evaluated(row)
                 if step % config.run.checkpoint_every == 0:
                     await save_checkpoint(trainer, run_dir / "checkpoints" / f"step_{step}", step, stream)
-                row["time/elapsed_s"] = time.perf_counter() - started
+                row["timing/elapsed_s"] = time.perf_counter() - started
                 log.write(row)
                 progress.step(row)
             await trainer.save_checkpoint.remote(str(run_dir / "final"), resumable=False)

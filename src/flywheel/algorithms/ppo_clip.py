@@ -36,9 +36,9 @@ def ppo_clip_loss(
         loss = torch.where(dual_active, cap, loss)
     with torch.no_grad():
         metrics = {
-            "clip_frac": token_mean((clipped < unclipped).float(), mask).item(),
+            "loss/clip_frac": token_mean((clipped < unclipped).float(), mask).item(),
             "dual_clip_frac": token_mean(dual_active.float(), mask).item(),
-            "ratio/mean": token_mean(ratio, mask).item(),
+            "loss/ratio_mean": token_mean(ratio, mask).item(),
         }
     return loss * mask, metrics
 
