@@ -26,7 +26,7 @@ def test_ppo_clip_symmetric_exact_values():
     torch.testing.assert_close(loss, torch.tensor([[-2.4, 0.8, -3.0, 0.0]]), atol=1e-6, rtol=0)
     assert abs(token_mean(loss, mask).item() - (-4.6 / 3)) < 1e-6
     assert abs(metrics["loss/clip_frac"] - 2 / 3) < 1e-6
-    assert metrics["dual_clip_frac"] == 0.0
+    assert metrics["loss/dual_clip_frac"] == 0.0
     # ratio/mean over unmasked tokens: (1.5 + 0.5 + 1.0) / 3 = 1.0
     assert abs(metrics["loss/ratio_mean"] - 1.0) < 1e-6
 
@@ -63,7 +63,7 @@ def test_ppo_dual_clip_caps_negative_advantages():
     loss, metrics = ppo_clip_loss(new, torch.zeros(1, 4), adv, torch.ones(1, 4), 0.2, 0.2, dual_clip=3.0)
     torch.testing.assert_close(loss, torch.tensor([[3.0, 2.0, -1.2, 2.0]]), atol=1e-6, rtol=0)
     assert abs(metrics["loss/clip_frac"] - 1 / 4) < 1e-6
-    assert abs(metrics["dual_clip_frac"] - 1 / 4) < 1e-6
+    assert abs(metrics["loss/dual_clip_frac"] - 1 / 4) < 1e-6
     loss.sum().backward()
     torch.testing.assert_close(new.grad, torch.tensor([[0.0, 2.0, 0.0, 2.0]]), atol=1e-6, rtol=0)
     # without the dual clip t0 keeps its full loss -min(-4, -1.2) = 4

@@ -37,7 +37,7 @@ def ppo_clip_loss(
     with torch.no_grad():
         metrics = {
             "loss/clip_frac": token_mean((clipped < unclipped).float(), mask).item(),
-            "dual_clip_frac": token_mean(dual_active.float(), mask).item(),
+            "loss/dual_clip_frac": token_mean(dual_active.float(), mask).item(),
             "loss/ratio_mean": token_mean(ratio, mask).item(),
         }
     return loss * mask, metrics
