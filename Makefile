@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps run calculator test test-fast clean
+.PHONY: setup system-deps run calculator lint test test-fast clean
 
 setup: $(STAMP)
 
@@ -27,7 +27,11 @@ run: setup
 calculator: setup
 	$(VENV)/bin/flywheel train configs/calculator.yaml
 
-test: setup
+lint: setup
+	$(VENV)/bin/ruff check src tests bench assets
+	$(VENV)/bin/ruff format --check src tests bench assets
+
+test: setup lint
 	$(PY) -m pytest tests
 
 test-fast: setup

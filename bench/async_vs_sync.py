@@ -43,8 +43,8 @@ def run(mode: str, staleness: int, args, out_dir: Path) -> dict:
     mean = lambda key: round(sum(r[key] for r in steps) / len(steps), 4)  # noqa: E731
     return {
         "seconds": round(clock, 2), "eval_curve": curve, "wait_for_batch_s": mean("timing/wait_for_batch_s"),
-        "train_s": mean("timing/train_s"), "sync_s": mean("timing/sync_s"), "staleness_mean": mean("staleness/mean"),
-        "dropped_stale": sum(r["async/dropped_stale"] for r in steps),
+        "train_s": mean("timing/train_s"), "sync_s": mean("timing/sync_s"), "staleness_mean": mean("rollout/staleness_mean"),
+        "dropped_stale": sum(r["rollout/dropped_stale"] for r in steps),
     }
 
 

@@ -17,10 +17,7 @@ from pydantic.types import Discriminator
 
 from flywheel.algorithms import ALGORITHMS, AnyAlgorithmConfig
 from flywheel.engines.config import EngineConfig, VLLMConfig
-from flywheel.rewards.guards import default_guards
 from flywheel.weights.config import FileTransportConfig, TransportConfig
-
-GUARDS = tuple(g.name for g in default_guards())
 
 
 class ConfigError(ValueError):
@@ -115,8 +112,8 @@ class RewardModelConfig(Section):
 
 
 class RewardConfig(Section):
-    guards: tuple[Literal[GUARDS], ...] = Field((), description=f"Reward-hacking guards to run on every completion, by name: {', '.join(GUARDS)}.")
-    guard_mode: Literal["flag", "penalize", "zero"] = Field("flag", description="What a flagged completion gets: its reward (flag), reward - guard_penalty, or 0.")
+    guards: tuple[str, ...] | None = Field(None, description="Reward-hacking guards to run on every completion, by name (flywheel.rewards.guards); null: the environment's own (code guards for python_code) plus the judge guards when the judge is on.")
+    guard_mode: Literal["flag", "penalize", "zero"] = Field("penalize", description="What a flagged completion gets: its reward (flag), reward - guard_penalty, or 0.")
     guard_penalty: float = Field(1.0, ge=0, description="Subtracted from a flagged completion's reward in 'penalize' mode.")
     alert_threshold: float = Field(0.1, ge=0, le=1, description="Alert when a hacking/<guard>_rate exceeds this.")
     alert_rise: float = Field(0.05, ge=0, description="Alert when a rate exceeds its running baseline (EMA) by more than this.")
@@ -127,7 +124,7 @@ class RewardConfig(Section):
 
     @model_validator(mode="after")
     def _unique_guards(self) -> "RewardConfig":
-        if len(set(self.guards)) != len(self.guards):
+        if self.guards is not None and len(set(self.guards)) != len(self.guards):
             raise ValueError(f"reward.guards names a guard twice: {list(self.guards)}")
         return self
 
@@ -249,7 +246,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
         raise ConfigError(prefix + _describe(error)) from None
     if config.run.resume is not None and not any(Path(config.run.resume).glob("checkpoints/step_*/trainer_state.pt")):
         raise ConfigError(f"run.resume '{config.run.resume}' holds no checkpoint to resume from (checkpoints/step_N/trainer_state.pt)")
-    for problem in (_task_problem(config.task), _model_problem(config.model.path)):
+    for problem in (_task_problem(config.task), _guards_problem(config.reward.guards), _model_problem(config.model.path)):
         if problem:
             raise ConfigError(problem)
     return config
@@ -275,6 +272,14 @@ def _task_problem(task: TaskConfig) -> str | None:
     except TypeError as error:
         return f"task.env_args do not fit environment {task.name!r}: {error}"
     return None
+
+
+def _guards_problem(guards: tuple[str, ...] | None) -> str | None:
+    from flywheel.rewards.guards import default_guards
+
+    known = [g.name for g in default_guards()]
+    unknown = [name for name in guards or () if name not in known]
+    return f"reward.guards: unknown guard {unknown[0]!r}; known guards: {', '.join(known)}" if unknown else None
 
 
 def _model_problem(path: str) -> str | None:

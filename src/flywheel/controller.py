@@ -29,7 +29,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -44,13 +44,13 @@ from flywheel.config import Config, dump_config
 from flywheel.engines import engine_class
 from flywheel.engines.base import Engine
 from flywheel.engines.remote import RemoteEngine
-from flywheel.envs.registry import make_env
+from flywheel.envs.registry import env_factory, make_env
 from flywheel.envs.rollout import episode_metrics, run_group
 from flywheel.monitor.faults import FaultLog
 from flywheel.monitor.metrics import MetricsLog, read_metrics
 from flywheel.monitor.progress import RunProgress
 from flywheel.rewards.judge import EngineBackend, Judge
-from flywheel.rewards.pipeline import RewardPipeline, Scorer, reward_model_scorer
+from flywheel.rewards.pipeline import RewardPipeline, Scorer, resolve_guards, reward_model_scorer
 from flywheel.rollout.router import EngineRouter
 from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, TaskSet, take_batch
 from flywheel.types import Episode
@@ -133,7 +133,7 @@ def task_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float],
     return [t["reward"] for t in tasks], {}
 
 
-def reward_pipeline(config: Config, policy_engine: Engine) -> tuple[RewardPipeline | None, Callable[[], None]]:
+def reward_pipeline(config: Config, env_guards: Sequence[str], policy_engine: Engine) -> tuple[RewardPipeline | None, Callable[[], None]]:
     """The configured reward pipeline (the task's grade + judge + reward model, then the guards) and
     a function stopping the actors it started (reward model, judge engine); None when ``reward``
     configures nothing beyond the task's grade."""
@@ -147,7 +147,7 @@ def reward_pipeline(config: Config, policy_engine: Engine) -> tuple[RewardPipeli
         for engine in engines:
             engine.shutdown()
 
-    if not (r.guards or r.judge.enabled or r.reward_model.path):
+    if not (resolve_guards(r, env_guards) or r.judge.enabled or r.reward_model.path):
         return None, stop
     scorers, judge = [Scorer("task", task_scores)], None
     if r.reward_model.path:
@@ -164,7 +164,7 @@ def reward_pipeline(config: Config, policy_engine: Engine) -> tuple[RewardPipeli
         engine = engines[0] if r.judge.engine == "own" else policy_engine
         path = r.judge.model_path if r.judge.engine == "own" else config.model.path
         judge = Judge(EngineBackend(engine, path, max_tokens=r.judge.max_tokens, seed=config.run.seed), structured=False)
-    return RewardPipeline.from_config(r, rubric=None, scorers=scorers, judge=judge), stop
+    return RewardPipeline.from_config(r, rubric=None, scorers=scorers, judge=judge, env_guards=env_guards), stop
 
 
 async def evaluate(router: EngineRouter, tokenizer, tasks: TaskSet, temperature: float, config: Config) -> dict[str, float]:
@@ -194,8 +194,8 @@ def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], 
     return {
         "step": step,
         "reward/mean": sum(valid) / max(len(valid), 1),
-        "response_length/mean": tokens / len(episodes),
-        "response_length/truncated_frac": sum(e.completion.truncated for e in episodes) / len(episodes),
+        "rollout/response_length_mean": tokens / len(episodes),
+        "rollout/truncated_frac": sum(e.completion.truncated for e in episodes) / len(episodes),
         **{f"timing/{name}": value for name, value in seconds.items()},
         "rollout/tokens_per_s": generated_tokens / seconds["step_s"],
         "train/tokens_per_s": tokens / seconds["train_s"],
@@ -313,7 +313,8 @@ async def _train(config: Config, workers: Workers) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     tasks, algorithm = load_tasks(config), make_algorithm(config.algorithm)
     trainer, router = workers.trainer, EngineRouter(workers.engines)
-    pipeline, stop_reward_actors = reward_pipeline(config, workers.engines[0])
+    env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
+    pipeline, stop_reward_actors = reward_pipeline(config, env_guards, workers.engines[0])
     if checkpoint is not None:
         await trainer.restore.remote(str(checkpoint))
     log = MetricsLog(run_dir / "metrics.jsonl")
@@ -372,7 +373,7 @@ async def _train(config: Config, workers: Workers) -> Path:
                     progress.evaluated(row)
                 if step % config.run.checkpoint_every == 0:
                     await save_checkpoint(trainer, run_dir / "checkpoints" / f"step_{step}", step, stream)
-                row["time/elapsed_s"] = time.perf_counter() - started
+                row["timing/elapsed_s"] = time.perf_counter() - started
                 log.write(row)
                 progress.step(row)
             await trainer.save_checkpoint.remote(str(run_dir / "final"), resumable=False)

@@ -17,3 +17,16 @@ def rollout(workers, tokenizer, tasks: list[Task], config, seed: int) -> list[li
 
 def exact_groups(prompt: list[int], task: Task, completions) -> list[Episode]:
     return [Episode(prompt, c, exact_match_reward(c.text, task.answer)) for c in completions]
+
+
+def undocumented_metrics(rows: list[dict]) -> set[str]:
+    """Metric names in ``rows`` that the README's metrics table does not list (``<name>`` matches a word)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme[readme.index("### Metrics") : readme.index("## Configuration")]
+    documented = {name for line in table.splitlines() if line.startswith("| `") for name in re.findall(r"`([^`]+)`", line.split(" | ")[0])}
+    patterns = [re.compile("^" + re.sub(r"<[^>]+>", r"[a-z_/]+", re.escape(name).replace(r"\<", "<").replace(r"\>", ">")) + "$") for name in documented]
+    names = {key for row in rows for key in row} - {"step"}
+    return {name for name in names if not any(p.match(name) for p in patterns)}

@@ -79,7 +79,7 @@ def test_staleness_zero_equals_generate_then_train(fresh_workers, tmp_path):
     config = run_config(tmp_path, "run.steps=3")
     run_dir = train(config, fresh_workers(config))
     dumped = [row for row in read_jsonl(run_dir / "rollouts.jsonl") if row["fate"] == "trained"]
-    losses = [row["loss"] for row in read_jsonl(run_dir / "metrics.jsonl")[1:]]
+    losses = [row["loss/policy"] for row in read_jsonl(run_dir / "metrics.jsonl")[1:]]
 
     workers = fresh_workers(config)  # the same initial model, loaded by the engine
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
@@ -97,7 +97,7 @@ def test_staleness_zero_equals_generate_then_train(fresh_workers, tmp_path):
         assert [row["token_ids"] for row in rows] == [[e.completion.token_ids for e in g] for g in groups]
         assert all(set(sum(row["weight_versions"], [])) == {step - 1} for row in rows)
         batch = asyncio.run(build_batch(groups, make_algorithm(config.algorithm), tokenizer.pad_token_id, workers.trainer))
-        assert ray.get(workers.trainer.train_step.remote(batch))["loss"] == losses[step - 1]
+        assert ray.get(workers.trainer.train_step.remote(batch))["loss/policy"] == losses[step - 1]
         workers.sync_weights()
 
 
@@ -143,6 +143,6 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
     positions = sorted(row["position"] for row in rows)
     assert positions == list(range(len(positions))), "an admitted prompt was lost or duplicated"
     assert {row["fate"] for row in rows} <= {"trained", "stale", "pending"}
-    assert sum(row["fate"] == "stale" for row in rows) == sum(m["async/dropped_stale"] for m in metrics)
-    assert max(m["staleness/max"] for m in metrics) == 1, "the run never overlapped generation and training"
+    assert sum(row["fate"] == "stale" for row in rows) == sum(m["rollout/dropped_stale"] for m in metrics)
+    assert max(m["rollout/staleness_max"] for m in metrics) == 1, "the run never overlapped generation and training"
     assert metrics[-1]["engines/live"] == 1 and metrics[-1]["engines/resubmitted"] >= 1

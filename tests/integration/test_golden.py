@@ -8,19 +8,22 @@ import json
 import os
 from pathlib import Path
 
+from helpers import undocumented_metrics
+
 from flywheel.config import load_config
 from flywheel.controller import train
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests/golden/quickstart_20_steps.jsonl"
 #: golden name -> metric name in metrics.jsonl
-KEYS = {"loss": "loss", "reward": "reward/mean", "grad_norm": "grad_norm", "entropy": "entropy"}
+KEYS = {"loss": "loss/policy", "reward": "reward/mean", "grad_norm": "train/grad_norm", "entropy": "train/entropy"}
 
 
 def test_quickstart_reproduces_the_golden_numbers(fresh_workers, tmp_path):
     config = load_config(REPO / "configs/quickstart.yaml", ["run.steps=20", "eval.every=100", "eval.greedy=false", "run.progress=false", f"run.output_dir={tmp_path}"])
     run_dir = train(config, fresh_workers(config))
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
+    assert not undocumented_metrics(rows), undocumented_metrics(rows)
     got = [{"step": r["step"]} | {name: r[key] for name, key in KEYS.items()} for r in rows]
     if os.environ.get("FLYWHEEL_WRITE_GOLDEN"):
         GOLDEN.write_text("".join(json.dumps(row) + "\n" for row in got))

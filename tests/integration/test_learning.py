@@ -16,7 +16,7 @@ from flywheel.envs.arithmetic import make_splits
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED = {
-    "step", "reward/mean", "loss", "entropy", "grad_norm", "clip_frac", "mismatch/kl", "timing/wait_for_batch_s", "staleness/max",
+    "step", "reward/mean", "loss/policy", "train/entropy", "train/grad_norm", "loss/clip_frac", "train/mismatch_kl", "timing/wait_for_batch_s", "rollout/staleness_max",
     "timing/train_s", "timing/sync_s", "rollout/tokens_per_s", "weights/version",
 }
 
@@ -55,7 +55,7 @@ def test_short_grpo_run_learns_and_writes_the_run_directory(fresh_workers, tmp_p
     for row in rows[1:]:
         assert REQUIRED <= row.keys()
         assert row["weights/version"] == row["step"]
-        assert row["mismatch/kl"] < 1e-3
+        assert row["train/mismatch_kl"] < 1e-3
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["run"]["steps"] == 12
     for model_dir in (run_dir / "checkpoints/step_6", run_dir / "checkpoints/step_12", run_dir / "final"):
         assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
@@ -75,4 +75,4 @@ def test_off_policy_corrections_learn_and_report_ratios(fresh_workers, tmp_path,
     assert after >= before + 0.05, (before, after)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
     # fp32, synchronous: proximal and behaviour policies agree, so every ratio is 1 and nothing is corrected
-    assert all(abs(r["is_ratio/mean"] - 1) < 1e-3 and r["is_ratio/clip_frac"] == 0 for r in rows)
+    assert all(abs(r["train/is_ratio_mean"] - 1) < 1e-3 and r["train/is_ratio_clip_frac"] == 0 for r in rows)

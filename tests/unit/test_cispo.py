@@ -18,15 +18,15 @@ def test_cispo_value_without_lower_bound():
     # clip_frac = 1/3 (t0); ratio/mean = (2 + 0.5 + 1) / 3 = 7/6
     loss, metrics = cispo_loss(LOGPROBS, OLD, ADV, MASK, clip_low=None, clip_high=0.28)
     torch.testing.assert_close(loss, torch.tensor([[1.28, -1.0, 1.0]]), atol=1e-6, rtol=0)
-    assert abs(metrics["clip_frac"] - 1 / 3) < 1e-6
-    assert abs(metrics["ratio/mean"] - 7 / 6) < 1e-6
+    assert abs(metrics["loss/clip_frac"] - 1 / 3) < 1e-6
+    assert abs(metrics["loss/ratio_mean"] - 7 / 6) < 1e-6
 
 
 def test_cispo_value_with_lower_bound():
     # clip_low 0.2: w_1 = max(0.5, 0.8) = 0.8 -> loss_1 = -0.8 * -1 * -2 = -1.6; clip_frac = 2/3
     loss, metrics = cispo_loss(LOGPROBS, OLD, ADV, MASK, clip_low=0.2, clip_high=0.28)
     torch.testing.assert_close(loss, torch.tensor([[1.28, -1.6, 1.0]]), atol=1e-6, rtol=0)
-    assert abs(metrics["clip_frac"] - 2 / 3) < 1e-6
+    assert abs(metrics["loss/clip_frac"] - 2 / 3) < 1e-6
 
 
 def test_cispo_clipped_token_keeps_its_gradient():

@@ -30,6 +30,8 @@ def test_quickstart_loads_and_round_trips(tmp_path):
         (["algorithm.name=dapo", "algorithm.overlong_buffer=9"], "algorithm.overlong_buffer (9) must not exceed rollout.max_new_tokens (8)"),
         (["task.name=nope"], "unknown task.name 'nope': use one of the environments"),
         (["task.env_args={digitz: 3}"], "task.env_args do not fit environment 'arithmetic'"),
+        (["reward.guards=[exit_trick]"], "reward.guards: unknown guard 'exit_trick'; known guards: exit_tricks"),
+        (["reward.guards=[length_padding,length_padding]"], "reward.guards names a guard twice"),
         (["run.resume=nowhere"], "run.resume 'nowhere' holds no checkpoint to resume from"),
         (["lr"], "override 'lr' is not of the form section.key=value"),
         (["model.path=nowhere"], "model.path 'nowhere' is not a Hugging Face model directory"),

@@ -47,7 +47,9 @@ def test_bad_values_name_the_key(overrides, expected):
 def test_cli_names_the_engine_key(tmp_path):
     (tmp_path / "bad.yaml").write_text("engine:\n  name: vllm\n  cpu_bnd: '0'\n")
     (tmp_path / "assets").symlink_to(REPO / "assets")
-    result = subprocess.run([sys.executable, "-m", "flywheel.cli", "train", "bad.yaml"], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "flywheel.cli", "train", "bad.yaml"], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "unknown key 'engine.cpu_bnd'" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
@@ -61,7 +63,9 @@ def test_the_config_chooses_the_implementations(tmp_path):
 def test_cpu_only_vllm_options_apply_only_on_cpu():
     config = load_config(REPO / "configs/quickstart.yaml", ["engine.kv_cache_gib=3", "engine.cpu_bind='0-1'"])
     assert engine_env(config, cpu=True) == {
-        "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false",
-        "VLLM_CPU_KVCACHE_SPACE": "3", "VLLM_CPU_OMP_THREADS_BIND": "0-1",
+        "VLLM_LOGGING_LEVEL": "WARNING",
+        "TOKENIZERS_PARALLELISM": "false",
+        "VLLM_CPU_KVCACHE_SPACE": "3",
+        "VLLM_CPU_OMP_THREADS_BIND": "0-1",
     }
     assert engine_env(config, cpu=False) == {"VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}

@@ -21,8 +21,8 @@ def test_gspo_value_and_metrics():
     loss, metrics = gspo_loss(OLD + LOG_RATIO, OLD, ADV, MASK, CLIP, CLIP)
     expected = torch.tensor([[-1.5, -1.5, 0.0], [2.2103418, 2.2103418, 2.2103418]])
     torch.testing.assert_close(loss, expected, atol=1e-5, rtol=0)
-    assert abs(metrics["clip_frac"] - 0.5) < 1e-6
-    assert abs(metrics["ratio/mean"] - 1.5525855) < 1e-5
+    assert abs(metrics["loss/clip_frac"] - 0.5) < 1e-6
+    assert abs(metrics["loss/ratio_mean"] - 1.5525855) < 1e-5
 
 
 def test_gspo_token_gradient_equals_sequence_level_gradient():

@@ -25,10 +25,10 @@ def test_ppo_clip_symmetric_exact_values():
     loss, metrics = ppo_clip_loss(new, old, adv, mask, clip_low=0.2, clip_high=0.2)
     torch.testing.assert_close(loss, torch.tensor([[-2.4, 0.8, -3.0, 0.0]]), atol=1e-6, rtol=0)
     assert abs(token_mean(loss, mask).item() - (-4.6 / 3)) < 1e-6
-    assert abs(metrics["clip_frac"] - 2 / 3) < 1e-6
-    assert metrics["dual_clip_frac"] == 0.0
+    assert abs(metrics["loss/clip_frac"] - 2 / 3) < 1e-6
+    assert metrics["loss/dual_clip_frac"] == 0.0
     # ratio/mean over unmasked tokens: (1.5 + 0.5 + 1.0) / 3 = 1.0
-    assert abs(metrics["ratio/mean"] - 1.0) < 1e-6
+    assert abs(metrics["loss/ratio_mean"] - 1.0) < 1e-6
 
 
 def test_ppo_clip_higher_widens_only_the_upper_bound():
@@ -42,13 +42,13 @@ def test_ppo_clip_higher_widens_only_the_upper_bound():
     mask = torch.ones(1, 4)
     loss, metrics = ppo_clip_loss(new, torch.zeros(1, 4), adv, mask, clip_low=0.2, clip_high=0.28)
     torch.testing.assert_close(loss, torch.tensor([[-1.28, -1.25, 0.8, 0.8]]), atol=1e-6, rtol=0)
-    assert abs(metrics["clip_frac"] - 3 / 4) < 1e-6
+    assert abs(metrics["loss/clip_frac"] - 3 / 4) < 1e-6
     # d loss_t / d new_t = -A_t * r_t where unclipped: only t1, -1 * 1.25
     loss.sum().backward()
     torch.testing.assert_close(new.grad, torch.tensor([[0.0, -1.25, 0.0, 0.0]]), atol=1e-6, rtol=0)
     # the same tokens with symmetric bounds: t1 is clipped too -> clip_frac 4 / 4
     _, symmetric = ppo_clip_loss(new.detach(), torch.zeros(1, 4), adv, mask, clip_low=0.2, clip_high=0.2)
-    assert abs(symmetric["clip_frac"] - 1.0) < 1e-6
+    assert abs(symmetric["loss/clip_frac"] - 1.0) < 1e-6
 
 
 def test_ppo_dual_clip_caps_negative_advantages():
@@ -62,8 +62,8 @@ def test_ppo_dual_clip_caps_negative_advantages():
     adv = torch.tensor([[-1.0, -1.0, 1.0, -2.0]])
     loss, metrics = ppo_clip_loss(new, torch.zeros(1, 4), adv, torch.ones(1, 4), 0.2, 0.2, dual_clip=3.0)
     torch.testing.assert_close(loss, torch.tensor([[3.0, 2.0, -1.2, 2.0]]), atol=1e-6, rtol=0)
-    assert abs(metrics["clip_frac"] - 1 / 4) < 1e-6
-    assert abs(metrics["dual_clip_frac"] - 1 / 4) < 1e-6
+    assert abs(metrics["loss/clip_frac"] - 1 / 4) < 1e-6
+    assert abs(metrics["loss/dual_clip_frac"] - 1 / 4) < 1e-6
     loss.sum().backward()
     torch.testing.assert_close(new.grad, torch.tensor([[0.0, 2.0, 0.0, 2.0]]), atol=1e-6, rtol=0)
     # without the dual clip t0 keeps its full loss -min(-4, -1.2) = 4

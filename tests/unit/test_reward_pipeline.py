@@ -106,3 +106,19 @@ def test_bad_pipelines_are_one_sentence(kwargs, message):
 def test_mismatched_lengths_are_an_error():
     with pytest.raises(ValueError, match="got 2 completions but 1 tasks"):
         asyncio.run(RewardPipeline(Rubric({"correct": correct})).score(["4", "5"], TASKS[:1]))
+
+
+def test_environments_declare_their_guards_and_reward_guards_overrides():
+    from flywheel.envs.python_code import PythonCodeEnv
+    from flywheel.rewards.pipeline import resolve_guards
+
+    code_guards = PythonCodeEnv.guards
+    assert resolve_guards(RewardConfig(), code_guards) == code_guards and RewardConfig().guard_mode == "penalize"
+    assert {"exit_tricks", "eq_override", "dynamic_code"} <= set(code_guards)
+    assert resolve_guards(RewardConfig(), ()) == ()  # arithmetic: nothing to guard, no pipeline
+    judged = RewardConfig.model_validate({"judge": {"enabled": True}})
+    assert resolve_guards(judged, code_guards) == (*code_guards, "judge_injection", "length_padding")
+    assert resolve_guards(RewardConfig(guards=()), code_guards) == ()
+    assert resolve_guards(RewardConfig(guards=("length_padding",)), code_guards) == ("length_padding",)
+    pipeline = RewardPipeline.from_config(RewardConfig(), Rubric({"correct": correct}), env_guards=code_guards)
+    assert [g.name for g in pipeline.guards] == list(code_guards) and pipeline.mode == "penalize"

@@ -30,7 +30,7 @@ def test_nonfinite_step_is_skipped_and_weights_unchanged(tmp_path):
     assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
 
     metrics = trainer.train_step(batch(1.0))
-    assert metrics["train/nonfinite_skipped"] == 0.0 and math.isfinite(metrics["loss"])
+    assert metrics["train/nonfinite_skipped"] == 0.0 and math.isfinite(metrics["loss/policy"])
     assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
 
 
@@ -50,10 +50,10 @@ def test_a_step_cut_into_micro_batches_equals_the_uncut_step(tmp_path, aggregati
     batch = ragged_batch()
     batch = replace(batch, old_logprobs=whole.logprobs(batch))
     totals = LossTotals.of(batch.loss_mask, norm_tokens=8)
-    loss = whole.forward_backward(batch, totals)["loss"]
+    loss = whole.forward_backward(batch, totals)["loss/policy"]
     # uneven micro-batches (1 row, then 3), each normalised by the whole step's totals
     first, rest = (replace(batch, **{f: getattr(batch, f)[rows] for f in ("tokens", "attention_mask", "loss_mask", "behaviour_logprobs", "advantages", "old_logprobs")}) for rows in (slice(0, 1), slice(1, 4)))
-    parts = cut.forward_backward(first, totals)["loss"] + cut.forward_backward(rest, totals)["loss"]
+    parts = cut.forward_backward(first, totals)["loss/policy"] + cut.forward_backward(rest, totals)["loss/policy"]
     assert abs(loss - parts) < 1e-7
     for (name, a), b in zip(whole.model.named_parameters(), cut.model.parameters()):  # the accumulated gradients
         torch.testing.assert_close(a.grad, b.grad, atol=2e-6, rtol=1e-5)
@@ -69,4 +69,4 @@ def test_ppo_value_loss_clips_against_the_rollout_time_values(tmp_path):
     values = trainer.values(batch)
     returns = torch.tensor([5.0, -5.0, 5.0, -5.0])[:, None] * batch.loss_mask
     metrics = trainer.train_step(replace(batch, returns=returns, old_values=values))
-    assert metrics["critic/value_clip_frac"] > 0.2
+    assert metrics["loss/value_clip_frac"] > 0.2

@@ -124,7 +124,7 @@ class Algorithm:
             loss = loss - c.entropy_coef * aggregate(entropy, mask, c.aggregation, totals)
         if reference_logprobs is not None:
             kl = kl_penalty(logprobs, reference_logprobs, c.kl_estimator)
-            metrics["kl/reference"] = token_mean(kl.detach(), mask).item()
+            metrics["loss/kl_reference"] = token_mean(kl.detach(), mask).item()
             if c.kl_placement == "loss":
                 loss = loss + c.kl_beta * aggregate(kl, mask, c.aggregation, totals)
         return loss, metrics

@@ -31,8 +31,8 @@ def cispo_loss(
     loss = -weight * advantages * logprobs
     with torch.no_grad():
         metrics = {
-            "clip_frac": token_mean((weight != ratio).float(), mask).item(),
-            "ratio/mean": token_mean(ratio, mask).item(),
+            "loss/clip_frac": token_mean((weight != ratio).float(), mask).item(),
+            "loss/ratio_mean": token_mean(ratio, mask).item(),
         }
     return loss * mask, metrics
 

@@ -6,7 +6,7 @@ from typing import Literal
 from pydantic import Field
 
 from flywheel.algorithms.base import Algorithm, ClipConfig
-from flywheel.algorithms.ppo_clip import ppo_clip_loss
+from flywheel.algorithms.ppo_clip import ClippedSurrogate
 
 STD_SCALES = ("group", "batch", "none")
 
@@ -59,14 +59,10 @@ class GRPOConfig(ClipConfig):
     std_scale: Literal[STD_SCALES] = Field("group", description="Divide group-centred rewards by the group's std, the batch's, or nothing.")
 
 
-class GRPO(Algorithm):
+class GRPO(ClippedSurrogate, Algorithm):
     """Group-normalised sequence advantages and the PPO clipped surrogate."""
 
     config_type = GRPOConfig
 
     def advantages(self, rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
         return grpo_advantages(rewards, self.config.std_scale, valid=valid)
-
-    def policy_loss(self, logprobs, old_logprobs, advantages, mask):
-        c = self.config
-        return ppo_clip_loss(logprobs, old_logprobs, advantages, mask, c.clip_low, c.clip_high, c.dual_clip)

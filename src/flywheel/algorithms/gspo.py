@@ -41,8 +41,8 @@ def gspo_loss(
         seq_adv = (advantages * mask).sum(dim=1) / lengths.clamp(min=1.0)
         seq_clipped = (seq_ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * seq_adv < seq_ratio * seq_adv) & present
         metrics = {
-            "clip_frac": seq_clipped.sum().item() / n_seq,
-            "ratio/mean": (seq_ratio * present).sum().item() / n_seq,
+            "loss/clip_frac": seq_clipped.sum().item() / n_seq,
+            "loss/ratio_mean": (seq_ratio * present).sum().item() / n_seq,
         }
     return loss * mask, metrics
 

@@ -41,7 +41,7 @@ def masked_is_keep(log_ratio: torch.Tensor, mask: torch.Tensor, level: str, low:
 def _metrics(ratio: torch.Tensor, mask: torch.Tensor, corrected: torch.Tensor) -> dict[str, float]:
     present = mask > 0
     return {
-        "is_ratio/mean": token_mean(ratio, mask).item(),
-        "is_ratio/max": ratio[present].max().item() if present.any() else 0.0,
-        "is_ratio/clip_frac": token_mean(corrected.float(), mask).item(),
+        "train/is_ratio_mean": token_mean(ratio, mask).item(),
+        "train/is_ratio_max": ratio[present].max().item() if present.any() else 0.0,
+        "train/is_ratio_clip_frac": token_mean(corrected.float(), mask).item(),
     }

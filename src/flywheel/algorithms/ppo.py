@@ -8,7 +8,7 @@ from pydantic import Field
 
 from flywheel.algorithms.base import Algorithm, ClipConfig
 from flywheel.algorithms.gae import gae_advantages, masked_whiten, terminal_rewards
-from flywheel.algorithms.ppo_clip import ppo_clip_loss
+from flywheel.algorithms.ppo_clip import ClippedSurrogate
 from flywheel.algorithms.value_loss import clipped_value_loss
 
 
@@ -20,17 +20,13 @@ class PPOConfig(ClipConfig):
     value_clip: float = Field(0.2, gt=0, description="New values stay within this of the rollout-time values in the value loss.")
 
 
-class PPO(Algorithm):
+class PPO(ClippedSurrogate, Algorithm):
     config_type = PPOConfig
     needs_critic = True
 
     def token_advantages(self, rewards, valid, mask, values):  # left-out episodes have mask 0: no GAE terms
         advantages, returns = gae_advantages(terminal_rewards(rewards.flatten(), mask), values, mask, self.config.gamma, self.config.lam)
         return masked_whiten(advantages, mask), returns
-
-    def policy_loss(self, logprobs, old_logprobs, advantages, mask):
-        c = self.config
-        return ppo_clip_loss(logprobs, old_logprobs, advantages, mask, c.clip_low, c.clip_high, c.dual_clip)
 
     def value_loss(self, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
         """All [B, T]; ``old_values`` are the critic's values when the batch was built (rollout time)."""

@@ -36,8 +36,17 @@ def ppo_clip_loss(
         loss = torch.where(dual_active, cap, loss)
     with torch.no_grad():
         metrics = {
-            "clip_frac": token_mean((clipped < unclipped).float(), mask).item(),
-            "dual_clip_frac": token_mean(dual_active.float(), mask).item(),
-            "ratio/mean": token_mean(ratio, mask).item(),
+            "loss/clip_frac": token_mean((clipped < unclipped).float(), mask).item(),
+            "loss/dual_clip_frac": token_mean(dual_active.float(), mask).item(),
+            "loss/ratio_mean": token_mean(ratio, mask).item(),
         }
     return loss * mask, metrics
+
+
+class ClippedSurrogate:
+    """The policy loss of the algorithms that use this surrogate (their config has clip_low,
+    clip_high and dual_clip): mixed in before ``Algorithm``."""
+
+    def policy_loss(self, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        c = self.config
+        return ppo_clip_loss(logprobs, old_logprobs, advantages, mask, c.clip_low, c.clip_high, c.dual_clip)

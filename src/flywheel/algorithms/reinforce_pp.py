@@ -7,7 +7,7 @@ from pydantic import Field
 
 from flywheel.algorithms.base import Algorithm, ClipConfig
 from flywheel.algorithms.grpo import masked_group_centre
-from flywheel.algorithms.ppo_clip import ppo_clip_loss
+from flywheel.algorithms.ppo_clip import ClippedSurrogate
 
 
 def reinforce_pp_advantages(rewards: torch.Tensor, eps: float = 1e-6, valid: torch.Tensor | None = None) -> torch.Tensor:
@@ -41,17 +41,13 @@ class ReinforcePPConfig(ClipConfig):
     kl_placement: Literal["loss", "reward"] = Field("reward", description="Add the KL to the loss, or subtract its sequence sum from the reward.")
 
 
-class ReinforcePP(Algorithm):
+class ReinforcePP(ClippedSurrogate, Algorithm):
     """REINFORCE++: batch-whitened returns (the KL to the reference subtracted from the reward)."""
 
     config_type = ReinforcePPConfig
 
     def advantages(self, rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
         return reinforce_pp_advantages(rewards, valid=valid)
-
-    def policy_loss(self, logprobs, old_logprobs, advantages, mask):
-        c = self.config
-        return ppo_clip_loss(logprobs, old_logprobs, advantages, mask, c.clip_low, c.clip_high, c.dual_clip)
 
 
 class ReinforcePPBaselineConfig(ClipConfig):

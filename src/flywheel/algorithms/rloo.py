@@ -4,7 +4,7 @@ import torch
 from typing import Literal
 
 from flywheel.algorithms.base import Algorithm, ClipConfig
-from flywheel.algorithms.ppo_clip import ppo_clip_loss
+from flywheel.algorithms.ppo_clip import ClippedSurrogate
 
 
 def rloo_advantages(rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
@@ -30,14 +30,10 @@ class RLOOConfig(ClipConfig):
     name: Literal["rloo"] = "rloo"
 
 
-class RLOO(Algorithm):
+class RLOO(ClippedSurrogate, Algorithm):
     """Leave-one-out baselines and the PPO clipped surrogate."""
 
     config_type = RLOOConfig
 
     def advantages(self, rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
         return rloo_advantages(rewards, valid)
-
-    def policy_loss(self, logprobs, old_logprobs, advantages, mask):
-        c = self.config
-        return ppo_clip_loss(logprobs, old_logprobs, advantages, mask, c.clip_low, c.clip_high, c.dual_clip)

@@ -14,7 +14,7 @@ def clipped_value_loss(
     loss = 0.5 * token_mean(per_token, mask)
     with torch.no_grad():
         metrics = {
-            "critic/value_clip_frac": token_mean(((clipped - returns) ** 2 > (values - returns) ** 2).float(), mask).item(),
-            "critic/value_mean": token_mean(values, mask).item(),
+            "loss/value_clip_frac": token_mean(((clipped - returns) ** 2 > (values - returns) ** 2).float(), mask).item(),
+            "train/value_mean": token_mean(values, mask).item(),
         }
     return loss, metrics

@@ -20,7 +20,11 @@ class VLLMConfig(BaseModel):
     name: Literal["vllm"] = Field("vllm", description="Inference engine: 'vllm'.")
     gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="GPU only: fraction of the GPU's memory vLLM may use (weights and KV cache).")
     kv_cache_gib: int = Field(1, ge=1, description="CPU only: KV-cache memory in whole GiB (VLLM_CPU_KVCACHE_SPACE).")
-    cpu_bind: str = Field("auto", min_length=1, description="CPU only: cores of the engine's compute threads, e.g. '0' or '0-3' (VLLM_CPU_OMP_THREADS_BIND); 'auto' lets vLLM choose.")
+    cpu_bind: str = Field(
+        "auto",
+        min_length=1,
+        description="CPU only: cores of the engine's compute threads, e.g. '0' or '0-3' (VLLM_CPU_OMP_THREADS_BIND); 'auto' lets vLLM choose.",
+    )
 
 
 def _name(value: Any) -> str | None:

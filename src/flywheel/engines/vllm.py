@@ -88,15 +88,19 @@ class VLLMEngine:
         requests = (self._complete(p, n, temperature, max_tokens, seed + i, stop) for i, p in enumerate(prompts))
         return list(await asyncio.gather(*requests))
 
-    async def _complete(
-        self, prompt: list[int], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None
-    ) -> list[Completion]:
+    async def _complete(self, prompt: list[int], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None) -> list[Completion]:
         from vllm import SamplingParams, TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
         params = SamplingParams(
-            n=n, temperature=temperature, max_tokens=max_tokens, logprobs=0, seed=seed, stop=stop,
-            include_stop_str_in_output=True, output_kind=RequestOutputKind.DELTA,
+            n=n,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            logprobs=0,
+            seed=seed,
+            stop=stop,
+            include_stop_str_in_output=True,
+            output_kind=RequestOutputKind.DELTA,
         )
         tokens: list[list[int]] = [[] for _ in range(n)]
         logprobs: list[list[float]] = [[] for _ in range(n)]

@@ -49,6 +49,9 @@ class Environment(Protocol):
     system_prompt: str | None  # rendered before the first user message (chat templates only)
     tools: Sequence[Tool]  # declared to the model through the chat template; may be empty
     stop: Sequence[str]  # extra stop strings for a model turn (kept in its output), e.g. "</tool_call>"
+    # Optional class attributes: ``guards`` (reward-hacking guard names that fit the environment, on
+    # by default unless reward.guards is set) and ``splits(train_size, eval_size, seed)`` (its own
+    # train and held-out tasks; without it, eval tasks come from tasks(eval_size, seed + 1)).
 
     def tasks(self, size: int, seed: int) -> list[Task]:
         """``size`` tasks of this environment, the same for the same seed."""

@@ -43,6 +43,8 @@ def make_task(problem: Problem, rng: random.Random, hidden_cases: int) -> Task:
 
 @register_env("python_code")
 class PythonCodeEnv:
+    #: reward-hacking guards that fit model-written code, on by default (reward.guards overrides)
+    guards = ("exit_tricks", "eq_override", "harness_tampering", "visible_test_special_casing", "forbidden_introspection", "dynamic_code")
     tools, stop = (), ()
 
     def __init__(self, sandbox: Sandbox | None = None, max_turns: int = 1, time_limit_s: float = 120.0,

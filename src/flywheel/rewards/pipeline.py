@@ -47,6 +47,19 @@ class RewardResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+#: Guards that fit any judged task: what a judge reads can be injected or padded.
+JUDGE_GUARDS = ("judge_injection", "length_padding")
+
+
+def resolve_guards(config: RewardConfig, env_guards: Sequence[str]) -> tuple[str, ...]:
+    """The guards of a run: ``reward.guards`` when given, else the environment's own plus the judge
+    guards when the judge is on."""
+    if config.guards is not None:
+        return tuple(config.guards)
+    judge = JUDGE_GUARDS if config.judge.enabled else ()
+    return tuple(dict.fromkeys([*env_guards, *judge]))
+
+
 class HackingStop(RuntimeError):
     """A hacking alert fired and `reward.stop_on_hacking` is true; the message holds the alerts."""
 
@@ -72,14 +85,16 @@ class RewardPipeline:
         self.alert = alert or HackingAlert()
 
     @classmethod
-    def from_config(cls, config: RewardConfig, rubric: Rubric | None, scorers: Sequence[Scorer] = (), judge: Judge | None = None) -> RewardPipeline:
-        """Guards by name and the alert from `config`; the judge scorer too when `reward.judge.enabled`
-        (`judge`, or one on the configured endpoint)."""
+    def from_config(
+        cls, config: RewardConfig, rubric: Rubric | None, scorers: Sequence[Scorer] = (), judge: Judge | None = None, env_guards: Sequence[str] = ()
+    ) -> RewardPipeline:
+        """Guards by name (``resolve_guards``) and the alert from `config`; the judge scorer too when
+        `reward.judge.enabled` (`judge`, or one on the configured endpoint)."""
         by_name = {g.name: g for g in default_guards()}
         if config.judge.enabled:
             scorers = [*scorers, judge_scorer(judge or build_judge(config.judge), config.judge.weight)]
         alert = HackingAlert(config.alert_threshold, config.alert_rise, config.alert_decay, config.stop_on_hacking)
-        guards = [by_name[name] for name in config.guards]
+        guards = [by_name[name] for name in resolve_guards(config, env_guards)]
         return cls(rubric, scorers, guards, mode=config.guard_mode, penalty=config.guard_penalty, alert=alert)
 
     async def score(self, completions: Sequence[str], tasks: Sequence[dict]) -> RewardResult:

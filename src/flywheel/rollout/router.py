@@ -52,8 +52,15 @@ class EngineRouter:
         return Pinned(self, key)
 
     async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None,
-        *, key: Hashable | None = None,
+        self,
+        prompts: list[list[int]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        stop: list[str] | None = None,
+        *,
+        key: Hashable | None = None,
     ) -> list[list[Completion]]:
         """``Engine.generate`` on a live replica (``key``'s, if it has one); retried on another if it dies."""
         while True:

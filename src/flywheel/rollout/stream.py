@@ -276,15 +276,15 @@ async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Gro
     staleness = [plan.trainer_version - e.completion.weight_version for g in kept for e in g.episodes if e.completion.token_ids] or [0]
     keys = set().union(*(g.metrics for g in kept))  # groups are equal-sized: the mean of means is the mean
     metrics = {key: sum(g.metrics.get(key, 0.0) for g in kept) / len(kept) for key in sorted(keys)} | {
-        "async/dropped_stale": plan.stale,
+        "rollout/dropped_stale": plan.stale,
         "rollout/dropped_invalid_groups": plan.invalid,
         "rollout/invalid_frac": sum(plan.errors.values()) / plan.episodes,
         "env/errors": plan.errors["env_error"],
         "env/timeouts": plan.errors["env_timeout"],
         "reward/nonfinite": plan.errors["nonfinite_reward"],
-        "sampling/dropped_groups": len(dropped),
-        "staleness/mean": sum(staleness) / len(staleness),
-        "staleness/max": max(staleness),
+        "rollout/dropped_uninformative": len(dropped),
+        "rollout/staleness_mean": sum(staleness) / len(staleness),
+        "rollout/staleness_max": max(staleness),
         "timing/wait_for_batch_s": waited,
     }
     return kept, metrics

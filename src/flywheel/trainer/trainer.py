@@ -85,8 +85,8 @@ class Trainer:
         old = self.logprobs(batch)
         log_ratio = old - batch.behaviour_logprobs  # trainer vs engine, same weights, same tokens
         metrics = {
-            "mismatch/kl": token_mean(torch.exp(log_ratio) - log_ratio - 1.0, batch.loss_mask).item(),
-            "mismatch/abs_diff": token_mean(log_ratio.abs(), batch.loss_mask).item(),
+            "train/mismatch_kl": token_mean(torch.exp(log_ratio) - log_ratio - 1.0, batch.loss_mask).item(),
+            "train/mismatch_abs_diff": token_mean(log_ratio.abs(), batch.loss_mask).item(),
         }
         mask, weights, is_metrics = self.algorithm.behaviour_correction(log_ratio, batch.loss_mask)
         batch = replace(batch, old_logprobs=old, loss_mask=mask, loss_weights=weights)
@@ -111,22 +111,22 @@ class Trainer:
         mask = micro.loss_mask
         loss, metrics = self.algorithm.loss(new, entropy, reference, micro.old_logprobs, micro.advantages, mask, micro.loss_weights, totals)
         loss.backward()
-        metrics |= {"loss": loss.item(), "entropy": token_mean(entropy.detach(), mask).item()}
+        metrics |= {"loss/policy": loss.item(), "train/entropy": token_mean(entropy.detach(), mask).item()}
         if micro.returns is not None:
             value_loss, value_metrics = self.algorithm.value_loss(self._values(micro), micro.old_values, micro.returns, micro.loss_mask)
             value_loss.backward()
-            metrics |= value_metrics | {"critic/loss": value_loss.item()}
-        self._nonfinite |= {name for name in ("loss", "critic/loss") if not math.isfinite(metrics.get(name, 0.0))}
+            metrics |= value_metrics | {"loss/critic": value_loss.item()}
+        self._nonfinite |= {name for name in ("loss/policy", "loss/critic") if not math.isfinite(metrics.get(name, 0.0))}
         return metrics
 
     def optim_step(self) -> dict[str, float]:
         """Clips and applies the accumulated gradients, then zeroes them. A non-finite loss or
         gradient is never applied: the step is reported as skipped."""
-        grad_norm, skipped = self._apply(self.model, self.optimizer, "loss" not in self._nonfinite)
-        metrics = {"grad_norm": grad_norm, "train/nonfinite_skipped": float(skipped)}
+        grad_norm, skipped = self._apply(self.model, self.optimizer, "loss/policy" not in self._nonfinite)
+        metrics = {"train/grad_norm": grad_norm, "train/nonfinite_skipped": float(skipped)}
         if self.critic is not None:
-            grad_norm, skipped = self._apply(self.critic, self.critic_optimizer, "critic/loss" not in self._nonfinite)
-            metrics |= {"critic/grad_norm": grad_norm, "critic/nonfinite_skipped": float(skipped)}
+            grad_norm, skipped = self._apply(self.critic, self.critic_optimizer, "loss/critic" not in self._nonfinite)
+            metrics |= {"train/critic_grad_norm": grad_norm, "train/critic_nonfinite_skipped": float(skipped)}
         self._nonfinite = set()
         return metrics
 

@@ -14,7 +14,10 @@ class FileTransportConfig(BaseModel):
     implementation: ClassVar[str] = "flywheel.weights.file:FileTransport"
 
     name: Literal["file"] = Field("file", description="Weight transport: 'file' (safetensors in a directory every engine can read).")
-    directory: str | None = Field(None, description="Where the trainer writes the weights (in a folder of its own, removed at the end): null for /dev/shm on one node, a shared filesystem path for engines on other nodes.")
+    directory: str | None = Field(
+        None,
+        description="Where the trainer writes the weights (in a folder of its own, removed at the end): null for /dev/shm on one node, a shared filesystem path for engines on other nodes.",
+    )
 
 
 def _name(value: Any) -> str | None:
