@@ -39,7 +39,7 @@ SECTIONS = {
 }  # fmt: skip
 TEMPLATE = """# Reward hacking: the battery through the real grader, the judge prompt and the guards
 
-Produced by (about {seconds} s on 2 cores; `tests/hacking/test_battery.py` runs the same battery and asserts the
+Produced by (about {seconds} s on 2 cores; `tests/hacking/test_hacking_battery.py` runs the same battery and asserts the
 goals on all of it together):
 
 ```bash
