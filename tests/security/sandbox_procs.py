@@ -39,6 +39,13 @@ def processes_in(namespaces: set[str]) -> list[int]:
 
 
 def stray_processes(sb: Sandbox) -> list[int]:
-    """Processes inside the jails other than the zygotes themselves: leftovers of past executions."""
+    """Processes inside the jails other than the zygotes and each one's idle supervisor (one child of the zygote,
+    itself childless, waiting for the next request): leftovers of past executions."""
     zygotes = jail_namespaces(sb)
-    return [pid for pid in processes_in(set(zygotes.values())) if pid not in zygotes]
+    ppids = _ppids()
+    supervisors = {}
+    for pid in processes_in(set(zygotes.values())):
+        if ppids.get(pid) in zygotes and ppids[pid] not in supervisors:
+            supervisors[ppids[pid]] = pid
+    others = [pid for pid in processes_in(set(zygotes.values())) if pid not in zygotes]
+    return [pid for pid in others if pid not in supervisors.values() or pid in ppids.values()]

@@ -1,16 +1,30 @@
 """Long-lived worker that forks one child per execution (runs with /usr/bin/python3, standard library only).
 
-Usage: ``python3 -I -B zygote.py jail`` inside bubblewrap (it is PID 1 of the jail's PID namespace), or
-``python3 -I -B zygote.py host SCRATCH_DIR [UID]`` for the weaker rlimits-only mode.
+Usage: ``python3 -I -B zygote.py jail - - CGROUP_FDS`` inside bubblewrap (it is PID 1 of the jail's PID namespace),
+or ``python3 -I -B zygote.py host SCRATCH_DIR UID|- CGROUP_FDS`` for the weaker rlimits-only mode.
 
-Protocol on fds 0 (requests) and 1 (replies), frames from ``wire``: the zygote sends ``{"ready": true}``, then
-for each request frame (JSON: code, stdin, limits, wall_timeout_s, output_limit, result_limit, tests) it
-forks a child, and, for a test request, only then reads the next frame: the call arguments. They are relayed
-to the child after the child reports on its result pipe that the candidate code has run, from a buffer that is
-zeroed afterwards, so no later child inherits them either. The reply carries the child's raw outputs; the
-zygote computes no verdict.
+Three generations of processes, so that no execution inherits another's data:
+- the zygote (Z) never reads a request, a reply or a file name a candidate chose: its memory holds only this
+  module's state. It forks one *supervisor* at a time and waits for it.
+- the supervisor (S), a fresh fork of Z, serves exactly one request: it reads the request from fd 0, forks the
+  candidate's process (C), relays stdin / call arguments, collects capped outputs, kills and reaps every process of
+  the execution, wipes the writable places (complete, or it fails), sends the reply on fd 1, and exits.
+- C joins the worker's cgroups (fds in CGROUP_FDS; cgroup.py), drops to its limits (limits.py) and seccomp filter
+  (seccomp.py), and runs the candidate code.
+Everything an execution can reach in memory is therefore its own request: C and its children are forks of S.
 
-Every process of an execution is killed and reaped before the reply, and the writable places are wiped.
+Protocol on fds 0 (requests) and 1 (replies), frames from ``wire``: Z sends ``{"ready": true}``; per request frame
+(JSON: code, stdin, limits, wall_timeout_s, output_limit, result_limit, tests) S sends the reply, and then Z sends
+``{"clean": true}`` once it has checked the execution left nothing behind: S exited normally, no process of the
+execution is left, the writable places are empty, and Z's own limits, priority, CPU affinity, I/O priority,
+cgroups and OOM score are what they were at start. Otherwise Z exits instead, and the host replaces the worker.
+For a test request, S reads the call arguments (a second frame) only after forking C, relays them after C reports
+on its result pipe that the candidate code has run, and zeroes its buffer; S computes no verdict.
+
+C cannot change S or Z: seccomp refuses prlimit, setpriority, ioprio_set and sched_set* on any process but the
+caller, and signals to S and to PID 1; Z and S are not dumpable (no /proc/<pid>/mem, no ptrace), and Z is PID 1 of
+the jail (the kernel drops signals to it from inside anyway). Should S still die or hang, the execution is lost
+and the worker replaced (Z exits; the host's reply deadline).
 """
 
 from __future__ import annotations
@@ -22,6 +36,7 @@ import fcntl
 import io
 import json
 import os
+import resource
 import secrets
 import select
 import shutil
@@ -42,6 +57,9 @@ import bisect, collections, dataclasses, functools, heapq, itertools, math, rand
 
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
+_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+_EOF = 100  # a supervisor's exit code when the request pipe is closed
+_ROOT_MODE = 0o755
 _LOADED = b"L\n"  # first bytes a test child writes on its result pipe, once the candidate code has run
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 _CHUNK = 1 << 16
@@ -55,8 +73,9 @@ class _Context:
         self.jail = argv[1] == "jail"
         self.scratch_root = "/tmp" if self.jail else argv[2]
         self.wipe_roots = ["/tmp", "/dev/shm"] if self.jail else [self.scratch_root]
-        self.uid = int(argv[3]) if not self.jail and len(argv) > 3 else None
-        self.filter = seccomp.build_filter()
+        self.uid = int(argv[3]) if argv[3] != "-" else None
+        self.cgroup_fds = [int(fd) for fd in argv[4].split(",") if fd]
+        self.filter = seccomp.build_filter()  # the supervisor's own, guarding it, replaces this one
 
 
 def _prctl(option: int, value: int) -> None:
@@ -81,6 +100,8 @@ def _child(ctx: _Context, req: dict, scratch: str, fds: list[int]) -> None:
     ``fds`` become 0..4: stdin, stdout, stderr, result (write end), args (read end); every other fd is closed.
     """
     os.setsid()
+    for fd in ctx.cgroup_fds:  # join the worker's capped groups ("0": this process), then drop the descriptors
+        os.write(fd, b"0")
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
     for target, fd in enumerate(high):
         os.dup2(fd, target)
@@ -131,22 +152,33 @@ def _child(ctx: _Context, req: dict, scratch: str, fds: list[int]) -> None:
     os._exit(code)
 
 
-def _strays(ctx: _Context) -> list[int]:
-    """Processes left over: in the jail every PID but ours; in host mode our children (orphans are re-parented
-    to us, a child subreaper)."""
+def _children() -> list[int]:
+    """Our live children (orphans of the execution are re-parented to us: we are a child subreaper)."""
     me, found = os.getpid(), []
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        if not ctx.jail:
+        if name.isdigit():
             try:
                 with open(f"/proc/{name}/stat", "rb") as f:
-                    if int(f.read().rsplit(b")", 1)[1].split()[1]) != me:
-                        continue
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == me:
+                        found.append(int(name))
             except (OSError, IndexError, ValueError):
-                continue
-        found.append(int(name))
+                pass
     return found
+
+
+def _reap_everything(ctx: _Context) -> None:
+    """SIGKILL every other process of the execution and reap them all. In the jail, kill(-1) reaches every process
+    of the PID namespace but init and us; in host mode, our children (repeated: orphans keep arriving)."""
+    while True:
+        for target in [-1] if ctx.jail else _children():
+            try:
+                os.kill(target, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 
 def _kill_all(ctx: _Context, pid: int) -> int:
@@ -157,23 +189,18 @@ def _kill_all(ctx: _Context, pid: int) -> int:
         except ProcessLookupError:
             pass
     _, status = os.waitpid(pid, 0)
-    while strays := _strays(ctx):
-        if ctx.jail:
-            os.kill(-1, signal.SIGKILL)  # every process of the PID namespace except its init: us
-        for stray in strays:
-            try:
-                if not ctx.jail:
-                    os.kill(stray, signal.SIGKILL)
-                os.waitpid(stray, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass  # gone, or not yet re-parented to us: the next scan sees it again
+    _reap_everything(ctx)
     return status
 
 
 def _wipe(root: str) -> None:
-    """Delete everything under ``root`` (modes first: the candidate may have made directories unreadable)."""
-    os.chmod(root, 0o711)
-    for dirpath, dirnames, _ in os.walk(root):
+    """Delete everything under ``root`` and reset the root itself (mode, extended attributes, times), or raise
+    OSError: a wipe that cannot finish (descriptors, depth, permissions) is never silently partial."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one descriptor per level of a deep tree
+    failures = []
+    os.chmod(root, 0o700)
+    for dirpath, dirnames, _ in os.walk(root, onerror=failures.append):
         for name in dirnames:
             path = os.path.join(dirpath, name)
             if not os.path.islink(path):
@@ -181,9 +208,31 @@ def _wipe(root: str) -> None:
     for name in os.listdir(root):
         path = os.path.join(root, name)
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(path, onerror=lambda *err: failures.append(err[2]))
         else:
             os.unlink(path)
+    for name in os.listxattr(root):
+        os.removexattr(root, name)
+    os.chmod(root, _ROOT_MODE)
+    os.utime(root, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if failures or os.listdir(root):
+        raise OSError(f"the wipe of {root} is incomplete: {failures[:1]}")
+
+
+def _is_clean(root: str) -> bool:
+    return not os.listdir(root) and not os.listxattr(root) and os.stat(root).st_mode & 0o7777 == _ROOT_MODE
+
+
+def _own_state() -> tuple:
+    """What an execution must not be able to change about the zygote (checked after each one)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    rlimits = tuple(resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_"))
+    with open("/proc/self/cgroup") as cg, open("/proc/self/oom_score_adj") as oom:
+        files = cg.read(), oom.read()
+    ioprio = libc.syscall(_IOPRIO_GET.get(os.uname().machine, -1), 1, 0)
+    return (rlimits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), os.sched_getparam(0).sched_priority,
+            sorted(os.sched_getaffinity(0)), ioprio, files)
 
 
 class _Pipes:
@@ -234,8 +283,8 @@ def _execute(ctx: _Context, req: dict) -> dict:
         outputs = streams.drain(pipes)
     finally:
         pipes.close(*list(pipes.open))
-        for root in ctx.wipe_roots:
-            _wipe(root)
+    for root in ctx.wipe_roots:
+        _wipe(root)
     return {"exit_code": os.waitstatus_to_exitcode(status), "timed_out": timed_out, "wall_s": end - start, **outputs}
 
 
@@ -318,6 +367,32 @@ def _supervise(
         os.close(pidfd)
 
 
+def _serve(ctx: _Context) -> int:
+    """The supervisor: one request, one reply; its exit code tells the zygote how it went."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    ctx.filter = seccomp.build_filter(guard=os.getpid())
+    frame = wire.recv(0)
+    if frame is None:
+        return _EOF
+    try:
+        reply, code = _execute(ctx, json.loads(frame)), 0
+    except Exception:
+        reply, code = {"error": traceback.format_exc(limit=3)[-2000:]}, 1
+    wire.send_json(1, reply)
+    return code
+
+
+def _fork_supervisor(ctx: _Context) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = _serve(ctx)
+        finally:
+            os._exit(code)
+    return pid
+
+
 def main(argv: list[str]) -> None:
     ctx = _Context(argv)
     _prctl(_PR_SET_DUMPABLE, 0)  # no /proc/<pid>/mem, fd, environ access to us from the children
@@ -325,13 +400,20 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     for fd in (0, 1):
         os.set_inheritable(fd, False)
+    for root in ctx.wipe_roots:  # the first execution finds the roots as every later one will
+        _wipe(root)
+    baseline = _own_state()
+    supervisor = _fork_supervisor(ctx)
     wire.send_json(1, {"ready": True})
-    while (frame := wire.recv(0)) is not None:
-        try:
-            reply = _execute(ctx, json.loads(frame))
-        except Exception:
-            reply = {"error": traceback.format_exc(limit=3)[-2000:]}
-        wire.send_json(1, reply)
+    while True:
+        _, status = os.waitpid(supervisor, 0)
+        if os.waitstatus_to_exitcode(status) == _EOF:
+            return
+        _reap_everything(ctx)
+        if status != 0 or _own_state() != baseline or not all(_is_clean(root) for root in ctx.wipe_roots):
+            sys.exit(3)  # the host sees the end of the pipe instead of "clean" and replaces this worker
+        supervisor = _fork_supervisor(ctx)  # ready before the host sends the next request
+        wire.send_json(1, {"clean": True})
 
 
 if __name__ == "__main__":
