@@ -60,12 +60,38 @@ def test_jailed_processes_are_an_unprivileged_host_uid(sb):
 
     thread = threading.Thread(target=watch)
     thread.start()
-    r = run(sb, "import time\ntime.sleep(1.5)\nprint(open('/proc/self/status').read())")
+    r = run(sb, "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(1.5)")
     thread.join()
     assert r.ok, r
     assert len(seen) >= 3, seen  # bwrap, the zygote, and at least the execution's own process
     assert all(uid not in (0, None) for uid in seen.values()), seen
     assert sb.protections["host_uid"] not in (0, None) and sb.protections["host_uid"] in seen.values()
+
+
+def test_the_execution_is_in_the_capped_cgroups_and_the_zygote_is_not(sb):
+    groups: dict[int, str] = {}
+
+    def watch():
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and not any("flywheel-sandbox-" in g for g in groups.values()):
+            for pid in processes_in(set(jail_namespaces(sb).values())):
+                try:
+                    groups[pid] = Path(f"/proc/{pid}/cgroup").read_text()
+                except OSError:
+                    pass
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    run(sb, "import time\ntime.sleep(1.5)")
+    thread.join()
+    capped = [pid for pid, g in groups.items() if g.count("flywheel-sandbox-") == (2 if sb.protections["cgroup"] == "v1" else 1)]
+    assert len(capped) == 1, groups  # the execution's process, in the memory and pids groups
+    zygote = next(iter(jail_namespaces(sb)))
+    assert "flywheel-sandbox-" not in Path(f"/proc/{zygote}/cgroup").read_text()
+    mem = next(line for line in groups[capped[0]].splitlines() if ":memory:" in line).split(":", 2)[2]
+    limit = Path(f"/sys/fs/cgroup/memory{mem}/memory.limit_in_bytes").read_text()
+    assert int(limit) == MEMORY_MB << 20
 
 
 def test_host_sysctls_and_proc_are_not_writable(sb):
@@ -250,7 +276,7 @@ def test_worker_limits_and_scheduling_cannot_be_changed(sb):
         except OSError:
             pass
     """)
-    assert r.ok, r
+    assert r.ok and "changed" not in r.stdout, r
     for _ in range(2):  # the next executions (same single worker) run normally
         nxt = run(sb, """
             import ctypes, os
@@ -286,6 +312,22 @@ def test_tmp_root_metadata_does_not_carry_over(sb):
     lines = later.stdout.splitlines()
     assert "\n".join(lines[:2]) + "\n" == fresh.stdout, later.stdout
     assert "123456789" not in lines[2]
+
+
+def test_a_tree_too_deep_to_wipe_retires_the_worker(sb):
+    pids = sb.worker_pids()
+    r = run(sb, """
+        import os
+        os.chdir("/tmp")
+        for _ in range(1500):
+            os.mkdir("d")
+            os.chdir("d")
+        open("secret", "w").write("left behind")
+        print("deep")
+    """)
+    assert r.ok and r.stdout == "deep\n", r  # the execution's own result stands
+    assert sb.worker_pids() != pids  # its worker could not be wiped (recursion): replaced
+    assert run(sb, "import os\nprint(sorted(os.listdir('/tmp')))").stdout.count("'") == 2  # only its own run dir
 
 
 def test_incomplete_wipe_is_reported_not_skipped(tmp_path):

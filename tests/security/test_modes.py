@@ -76,3 +76,18 @@ def test_dead_and_wedged_workers_are_replaced(monkeypatch):
         (fourth,) = sb.worker_pids()
         assert fourth != third and sb.run("print(4)").stdout == "4\n"
         assert not any(os.path.exists(f"/proc/{pid}") for pid in (first, second, third))
+
+
+def test_a_worker_whose_own_state_changed_is_replaced():
+    """As if an execution had got past seccomp: the host itself lowers the zygote's priority, then its CPU affinity
+    (prlimit on another process needs CAP_SYS_RESOURCE, which this CI's root lacks). The execution under way is
+    unaffected (its supervisor was forked before); the worker is retired."""
+    with Sandbox(workers=1, wall_timeout_s=2) as sb:
+        for change in (lambda z: os.setpriority(os.PRIO_PROCESS, z, 10),
+                       lambda z: os.sched_setaffinity(z, {min(os.sched_getaffinity(z))})):
+            (before,) = sb.worker_pids()
+            change(pool._descendants(before)[0])
+            assert sb.run("open('f', 'w').write('x' * 100)\nprint('wrote')").stdout == "wrote\n"
+            (after,) = sb.worker_pids()
+            assert after != before and not os.path.exists(f"/proc/{before}")
+            assert sb.run("import os\nopen('f', 'w').write('x' * 100)\nprint(os.nice(0))").stdout == "0\n"

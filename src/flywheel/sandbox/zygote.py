@@ -283,8 +283,6 @@ def _execute(ctx: _Context, req: dict) -> dict:
         outputs = streams.drain(pipes)
     finally:
         pipes.close(*list(pipes.open))
-    for root in ctx.wipe_roots:
-        _wipe(root)
     return {"exit_code": os.waitstatus_to_exitcode(status), "timed_out": timed_out, "wall_s": end - start, **outputs}
 
 
@@ -378,6 +376,11 @@ def _serve(ctx: _Context) -> int:
         reply, code = _execute(ctx, json.loads(frame)), 0
     except Exception:
         reply, code = {"error": traceback.format_exc(limit=3)[-2000:]}, 1
+    try:
+        for root in ctx.wipe_roots:
+            _wipe(root)
+    except Exception:  # RecursionError too: the reply stands, and the zygote, seeing code 1, retires the worker
+        code = 1
     wire.send_json(1, reply)
     return code
 
