@@ -1,7 +1,8 @@
 """Host side of the zygote pool: start, talk to, and replace long-lived zygote processes.
 
 A worker is replaced when it dies, answers late or garbled, or does not confirm after a reply that the execution
-left it clean (zygote.py: the zygote then exits); the reply itself is still returned in that last case.
+left it clean (zygote.py: the zygote then exits). That confirmation is awaited when the worker is next taken, not
+before the reply is returned: the reply stands either way, and no execution runs on an unconfirmed worker.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Worker:
     def __init__(self, command: list[str], cwd: str, pass_fds: tuple[int, ...] = (),
                  cleanup: Callable[[], None] | None = None, user: dict | None = None) -> None:
         self._cleanup = cleanup
+        self.unconfirmed = False
         try:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -61,9 +63,9 @@ class Worker:
     def pid(self) -> int:
         return self.process.pid
 
-    def request(self, req: dict[str, Any], args: bytes | None) -> tuple[dict[str, Any], bool]:
-        """Send one execution (and its call arguments, in a separate frame); wait for the reply, then for the
-        zygote's word that the execution left the worker clean. Returns (reply, clean)."""
+    def request(self, req: dict[str, Any], args: bytes | None) -> dict[str, Any]:
+        """Send one execution (and its call arguments, in a separate frame) and wait for the reply. The zygote's
+        word that the execution left the worker clean follows: ``confirm_clean`` reads it."""
         try:
             wire.send_json(self.process.stdin.fileno(), req)
             if args is not None:
@@ -76,11 +78,19 @@ class Worker:
         out = json.loads(reply)
         if "error" in out:
             raise WorkerLost(f"the zygote failed: {out['error']}")
+        self.unconfirmed = True
+        return out
+
+    def confirm_clean(self) -> bool:
+        """Whether the zygote confirmed that the last execution left the worker clean (False: replace it)."""
+        if not self.unconfirmed:
+            return True
         try:
             clean = wire.recv(self.process.stdout.fileno(), time.monotonic() + _CLEAN_TIMEOUT_S)
-            return out, clean is not None and json.loads(clean).get("clean") is True
+            self.unconfirmed = not (clean is not None and json.loads(clean).get("clean") is True)
         except (OSError, ValueError, TimeoutError, EOFError, AttributeError):
-            return out, False
+            pass
+        return not self.unconfirmed
 
     def kill(self) -> None:
         """SIGKILL the zygote. A jailed zygote is PID 1 of its namespace (bwrap --die-with-parent passes the kill on):
@@ -170,21 +180,21 @@ class Pool:
             return [w.pid for w in self._all]
 
     def execute(self, req: dict[str, Any], args: bytes | None) -> dict[str, Any]:
-        """Run one request on an idle worker; a worker that fails is killed, replaced, and WorkerLost re-raised;
-        one that does not confirm it is clean is replaced after its reply."""
+        """Run one request on an idle, confirmed-clean worker; a worker that fails is killed, replaced, and
+        WorkerLost re-raised; one that does not confirm it is clean is replaced before it is used again."""
         with self._lock:
             if not self._all:
                 raise WorkerLost("no worker left in the pool (closed, or replacements failed to start)")
         worker = self._idle.get()
+        while not worker.confirm_clean():
+            self._replace(worker)
+            worker = self._idle.get()
         try:
-            reply, clean = worker.request(req, args)
+            reply = worker.request(req, args)
         except WorkerLost:
             self._replace(worker)
             raise
-        if clean:
-            self._idle.put(worker)
-        else:
-            self._replace(worker)
+        self._idle.put(worker)
         return reply
 
     def _replace(self, worker: Worker) -> None:

@@ -6,16 +6,19 @@ or ``python3 -I -B zygote.py host SCRATCH_DIR UID|- CGROUP_FDS`` for the weaker 
 Three generations of processes, so that no execution inherits another's data:
 - the zygote (Z) never reads a request, a reply or a file name a candidate chose: its memory holds only this
   module's state. It forks one *supervisor* at a time and waits for it.
-- the supervisor (S), a fresh fork of Z, serves exactly one request: it reads the request from fd 0, forks the
-  candidate's process (C), relays stdin / call arguments, collects capped outputs, kills and reaps every process of
+- the supervisor (S), a fresh fork of Z, serves exactly one request: it forks the candidate's process (C) ahead
+  of the request (C waits for it on a pipe: the forks are off the request's path), reads the request from fd 0,
+  hands it to C, relays stdin / call arguments, collects capped outputs, kills and reaps every process of
   the execution, wipes the writable places (complete, or it fails), sends the reply on fd 1, and exits.
 - C joins the worker's cgroups (fds in CGROUP_FDS; cgroup.py), drops to its limits (limits.py) and seccomp filter
   (seccomp.py), and runs the candidate code.
-Everything an execution can reach in memory is therefore its own request: C and its children are forks of S.
+Everything an execution can reach in memory is therefore its own request: C and its children are forks of S,
+made before S read anything, and C receives only its own request.
 
 Protocol on fds 0 (requests) and 1 (replies), frames from ``wire``: Z sends ``{"ready": true}``; per request frame
 (JSON: code, stdin, limits, wall_timeout_s, output_limit, result_limit, tests) S sends the reply, and then Z sends
-``{"clean": true}`` once it has checked the execution left nothing behind: S exited normally, no process of the
+``{"clean": true}`` (which the host awaits before it uses the worker again) once it has checked the execution
+left nothing behind: S exited normally, no process of the
 execution is left, the writable places are empty, and Z's own limits, priority, CPU affinity, I/O priority,
 cgroups and OOM score are what they were at start. Otherwise Z exits instead, and the host replaces the worker.
 For a test request, S reads the call arguments (a second frame) only after forking C, relays them after C reports
@@ -94,12 +97,24 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _child(ctx: _Context, req: dict, scratch: str, fds: list[int]) -> None:
-    """In the forked child: confine, run the candidate code, then (test mode) call the function per case.
+def _read_to_end(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, _CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
-    ``fds`` become 0..4: stdin, stdout, stderr, result (write end), args (read end); every other fd is closed.
+
+def _child(ctx: _Context, scratch: str, pipes: _Pipes) -> None:
+    """In the child, forked before the request arrives: read the request, confine, run the candidate code, then
+    (test mode) call the function per case.
+
+    The pipes' child ends become 0..4: stdin, stdout, stderr, and in test mode result (write end) and args (read
+    end); every other fd is closed.
     """
     os.setsid()
+    os.close(pipes.ends["request"][1])
+    req = json.loads(_read_to_end(pipes.ends["request"][0]))
+    fds = pipes.child_fds(req["tests"] is not None)
     for fd in ctx.cgroup_fds:  # join the worker's capped groups ("0": this process), then drop the descriptors
         os.write(fd, b"0")
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
@@ -236,17 +251,16 @@ def _own_state() -> tuple:
 
 
 class _Pipes:
-    """The pipes of one execution, each end closed exactly once."""
+    """The pipes of one execution, each end closed exactly once; "request" carries the request to the child."""
 
-    def __init__(self, tests: bool) -> None:
-        names = ("stdin", "stdout", "stderr") + (("result", "args") if tests else ())
-        self.ends = {name: os.pipe() for name in names}
+    def __init__(self) -> None:
+        self.ends = {name: os.pipe() for name in ("stdin", "stdout", "stderr", "result", "args", "request")}
         self.open = {fd for pair in self.ends.values() for fd in pair}
 
-    def child_fds(self) -> list[int]:
+    def child_fds(self, tests: bool = True) -> list[int]:
         e = self.ends
         fds = [e["stdin"][0], e["stdout"][1], e["stderr"][1]]
-        return fds + ([e["result"][1], e["args"][0]] if "args" in e else [])
+        return fds + ([e["result"][1], e["args"][0]] if tests else [])
 
     def close(self, *fds: int) -> None:
         for fd in fds:
@@ -255,26 +269,36 @@ class _Pipes:
                 os.close(fd)
 
 
-def _execute(ctx: _Context, req: dict) -> dict:
+def _fork_child(ctx: _Context) -> tuple[int, _Pipes]:
+    """Fork the execution's process ahead of its request, in its private directory; it waits for the request."""
     scratch = os.path.join(ctx.scratch_root, "run-" + secrets.token_hex(8))
     os.mkdir(scratch, 0o700)
     if ctx.uid is not None:
         os.chown(scratch, ctx.uid, ctx.uid)
+    pipes = _Pipes()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child(ctx, scratch, pipes)
+        finally:
+            os._exit(127)
+    pipes.close(*pipes.child_fds(), pipes.ends["request"][0])
+    return pid, pipes
+
+
+def _execute(ctx: _Context, frame: bytearray, pid: int, pipes: _Pipes) -> dict:
+    """Hand the request to the waiting child, supervise it, kill and reap every process of the execution."""
+    req = json.loads(frame)
     tests = req["tests"] is not None
-    pipes = _Pipes(tests)
     caps = {"stdout": int(req["output_limit"]), "stderr": int(req["output_limit"]), "result": int(req["result_limit"])}
     streams = _Streams(caps if tests else {n: caps[n] for n in ("stdout", "stderr")})
+    args = None
     try:
-        start = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _child(ctx, req, scratch, pipes.child_fds())
-            finally:
-                os._exit(127)
-        pipes.close(*pipes.child_fds())
-        args = wire.recv(0) if tests else None  # read only after the fork: never in a child's memory
         try:
+            wire.send_raw(pipes.ends["request"][1], frame)
+            pipes.close(pipes.ends["request"][1])
+            start = time.monotonic()
+            args = wire.recv(0) if tests else None  # read only after the fork: never in a child's memory
             timed_out, end = _supervise(req, pid, pipes, streams, args, start)
         finally:
             status = _kill_all(ctx, pid)
@@ -366,14 +390,17 @@ def _supervise(
 
 
 def _serve(ctx: _Context) -> int:
-    """The supervisor: one request, one reply; its exit code tells the zygote how it went."""
+    """The supervisor: one request, one reply; its exit code tells the zygote how it went. The execution's process
+    is forked before the request is read, so that the fork is not on the request's path."""
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     ctx.filter = seccomp.build_filter(guard=os.getpid())
+    pid, pipes = _fork_child(ctx)
     frame = wire.recv(0)
     if frame is None:
+        _kill_all(ctx, pid)
         return _EOF
     try:
-        reply, code = _execute(ctx, json.loads(frame)), 0
+        reply, code = _execute(ctx, frame, pid, pipes), 0
     except Exception:
         reply, code = {"error": traceback.format_exc(limit=3)[-2000:]}, 1
     try:
