@@ -8,6 +8,7 @@ import shutil
 import signal
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,14 @@ def test_rlimits_only_mode_is_explicit_and_warns(caplog):
     assert "rlimits-only" in caplog.text
 
 
+def _settled(worker: int) -> list[int]:
+    """The worker's processes once it is ready for a request: zygote, supervisor, the supervisor's waiting child."""
+    deadline = time.monotonic() + 5
+    while len(found := pool._descendants(worker)) != 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return found
+
+
 def test_dead_and_wedged_workers_are_replaced(monkeypatch):
     monkeypatch.setattr(pool, "_REPLY_GRACE_S", 0.5)
     monkeypatch.setattr(pool, "_CLEAN_TIMEOUT_S", 0.5)
@@ -66,12 +75,12 @@ def test_dead_and_wedged_workers_are_replaced(monkeypatch):
         assert lost.exit_code is None and lost.error
         (second,) = sb.worker_pids()
         assert second != first and sb.run("print(1)").stdout == "1\n"
-        for pid in pool._descendants(second):  # the zygote and its supervisor hang
+        for pid in _settled(second):  # the zygote, its supervisor and the waiting child hang
             os.kill(pid, signal.SIGSTOP)
         assert sb.run("print(1)").error
         (third,) = sb.worker_pids()
         assert third != second and sb.run("print(2)").stdout == "2\n"
-        os.kill(pool._descendants(third)[0], signal.SIGSTOP)  # only the zygote hangs: the reply comes, "clean" not
+        os.kill(_settled(third)[0], signal.SIGSTOP)  # only the zygote hangs: the reply comes, "clean" not
         assert sb.run("print(3)").stdout == "3\n"
         assert sb.run("print(4)").stdout == "4\n"  # on a fresh worker: the unconfirmed one was replaced first
         (fourth,) = sb.worker_pids()
@@ -87,7 +96,7 @@ def test_a_worker_whose_own_state_changed_is_replaced():
         for change in (lambda z: os.setpriority(os.PRIO_PROCESS, z, 10),
                        lambda z: os.sched_setaffinity(z, {min(os.sched_getaffinity(z))})):
             (before,) = sb.worker_pids()
-            change(pool._descendants(before)[0])
+            change(_settled(before)[0])
             assert sb.run("open('f', 'w').write('x' * 100)\nprint('wrote')").stdout == "wrote\n"
             assert sb.run("import os\nopen('f', 'w').write('x' * 100)\nprint(os.nice(0))").stdout == "0\n"
             (after,) = sb.worker_pids()
