@@ -105,9 +105,17 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k)
 
 
-def build_filter(machine: str | None = None, guard: int = 1) -> bytes:
+_GUARD = 0x7FFFFFFF  # placeholder for the guarded PID (above any pid_max), set by ``guarded``
+
+
+def guarded(program: bytes, pid: int) -> bytes:
+    """``program`` with signals to ``pid`` refused too (a cheap patch: the supervisor does this per execution)."""
+    return program.replace(_insn(_JEQ_K, _GUARD, jf=1), _insn(_JEQ_K, pid, jf=1))
+
+
+def build_filter(machine: str | None = None, guard: int = _GUARD) -> bytes:
     """The BPF program (packed ``struct sock_filter`` array) for ``machine`` (default: this one); signals to PID 1
-    and to ``guard`` are refused."""
+    and to ``guard`` (see ``guarded``) are refused."""
     machine = machine or platform.machine()
     if machine not in _TABLES or sys.byteorder != "little":
         raise OSError(f"no seccomp syscall table for {machine} ({sys.byteorder}-endian)")
@@ -174,10 +182,13 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+_libc = ctypes.CDLL(None, use_errno=True)  # made once, before the zygote forks
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+
+
 def install(program: bytes) -> None:
     """Set no_new_privs and load ``program`` for this process and every process it creates afterwards."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    libc = _libc
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0:

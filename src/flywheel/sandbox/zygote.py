@@ -78,12 +78,14 @@ class _Context:
         self.wipe_roots = ["/tmp", "/dev/shm"] if self.jail else [self.scratch_root]
         self.uid = int(argv[3]) if argv[3] != "-" else None
         self.cgroup_fds = [int(fd) for fd in argv[4].split(",") if fd]
-        self.filter = seccomp.build_filter()  # the supervisor's own, guarding it, replaces this one
+        self.filter = seccomp.build_filter()  # each supervisor adds itself as the guarded PID
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _prctl(option: int, value: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+    if _libc.prctl(option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option})")
 
 
@@ -213,26 +215,34 @@ def _wipe(root: str) -> None:
     OSError: a wipe that cannot finish (descriptors, depth, permissions) is never silently partial."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one descriptor per level of a deep tree
-    failures = []
     os.chmod(root, 0o700)
-    for dirpath, dirnames, _ in os.walk(root, onerror=failures.append):
-        for name in dirnames:
-            path = os.path.join(dirpath, name)
-            if not os.path.islink(path):
-                os.chmod(path, 0o700)
-    for name in os.listdir(root):
-        path = os.path.join(root, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, onerror=lambda *err: failures.append(err[2]))
-        else:
-            os.unlink(path)
+    if not _remove_all(root, []):  # the candidate may have made directories unreadable: open them up, retry
+        for dirpath, dirnames, _ in os.walk(root):
+            for name in dirnames:
+                path = os.path.join(dirpath, name)
+                if not os.path.islink(path):
+                    os.chmod(path, 0o700)
+        failures = []
+        if not _remove_all(root, failures):
+            raise OSError(f"the wipe of {root} is incomplete: {failures[:1]}")
     for name in os.listxattr(root):
         os.removexattr(root, name)
     os.chmod(root, _ROOT_MODE)
     os.utime(root, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    if failures or os.listdir(root):
-        raise OSError(f"the wipe of {root} is incomplete: {failures[:1]}")
+
+
+def _remove_all(root: str, failures: list) -> bool:
+    """Remove every entry of ``root``; whether it is empty afterwards (errors go to ``failures``)."""
+    for entry in os.scandir(root):
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, onerror=lambda *err: failures.append(err[2]))
+            else:
+                os.unlink(entry.path)
+        except OSError as exc:
+            failures.append(exc)
+    return not failures and not os.listdir(root)
 
 
 def _is_clean(root: str) -> bool:
@@ -241,11 +251,10 @@ def _is_clean(root: str) -> bool:
 
 def _own_state() -> tuple:
     """What an execution must not be able to change about the zygote (checked after each one)."""
-    libc = ctypes.CDLL(None, use_errno=True)
     rlimits = tuple(resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_"))
     with open("/proc/self/cgroup") as cg, open("/proc/self/oom_score_adj") as oom:
         files = cg.read(), oom.read()
-    ioprio = libc.syscall(_IOPRIO_GET.get(os.uname().machine, -1), 1, 0)
+    ioprio = _libc.syscall(_IOPRIO_GET.get(os.uname().machine, -1), 1, 0)
     return (rlimits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), os.sched_getparam(0).sched_priority,
             sorted(os.sched_getaffinity(0)), ioprio, files)
 
@@ -393,7 +402,7 @@ def _serve(ctx: _Context) -> int:
     """The supervisor: one request, one reply; its exit code tells the zygote how it went. The execution's process
     is forked before the request is read, so that the fork is not on the request's path."""
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    ctx.filter = seccomp.build_filter(guard=os.getpid())
+    ctx.filter = seccomp.guarded(ctx.filter, os.getpid())
     pid, pipes = _fork_child(ctx)
     frame = wire.recv(0)
     if frame is None:
