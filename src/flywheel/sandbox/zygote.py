@@ -1,33 +1,41 @@
-"""Long-lived worker that forks one child per execution (runs with /usr/bin/python3, standard library only).
+"""Long-lived worker that runs one execution at a time (runs with /usr/bin/python3, standard library only).
 
 Usage: ``python3 -I -B zygote.py jail - - CGROUP_FDS`` inside bubblewrap (it is PID 1 of the jail's PID namespace),
 or ``python3 -I -B zygote.py host SCRATCH_DIR UID|- CGROUP_FDS`` for the weaker rlimits-only mode.
 
+Threat: candidate code that tries to read an earlier execution's data (requests, hidden-test arguments, returned
+values, files), to leave something for a later one, or to change the worker that later executions fork from.
+
 Three generations of processes, so that no execution inherits another's data:
-- the zygote (Z) never reads a request, a reply or a file name a candidate chose: its memory holds only this
-  module's state. It forks one *supervisor* at a time and waits for it.
-- the supervisor (S), a fresh fork of Z, serves exactly one request: it forks the candidate's process (C) ahead
-  of the request (C waits for it on a pipe: the forks are off the request's path), reads the request from fd 0,
-  hands it to C, relays stdin / call arguments, collects capped outputs, kills and reaps every process of
-  the execution, wipes the writable places (complete, or it fails), sends the reply on fd 1, and exits.
+- the zygote (Z) never reads a request, a reply or a name a candidate chose: its memory holds only this module's
+  state. It forks one *supervisor* at a time and waits for it.
+- the supervisor (S), a fresh fork of Z, serves exactly one request. It forks the candidate's process (C) ahead
+  of the request (C waits for it on a pipe, so neither fork is on the request's path), reads the request from
+  fd 0, hands it to C, relays stdin and call arguments, collects capped outputs, kills and reaps every process of
+  the execution, sends the reply on fd 1, wipes the writable places (completely, or it exits with an error: a
+  wipe is never silently partial), and exits.
 - C joins the worker's cgroups (fds in CGROUP_FDS; cgroup.py), drops to its limits (limits.py) and seccomp filter
   (seccomp.py), and runs the candidate code.
-Everything an execution can reach in memory is therefore its own request: C and its children are forks of S,
-made before S read anything, and C receives only its own request.
+C and its children are forks of S made before S read anything, and C receives only its own request.
 
 Protocol on fds 0 (requests) and 1 (replies), frames from ``wire``: Z sends ``{"ready": true}``; per request frame
-(JSON: code, stdin, limits, wall_timeout_s, output_limit, result_limit, tests) S sends the reply, and then Z sends
-``{"clean": true}`` (which the host awaits before it uses the worker again) once it has checked the execution
-left nothing behind: S exited normally, no process of the
-execution is left, the writable places are empty, and Z's own limits, priority, CPU affinity, I/O priority,
-cgroups and OOM score are what they were at start. Otherwise Z exits instead, and the host replaces the worker.
-For a test request, S reads the call arguments (a second frame) only after forking C, relays them after C reports
-on its result pipe that the candidate code has run, and zeroes its buffer; S computes no verdict.
+(JSON: code, stdin, limits, wall_timeout_s, output_limit, result_limit, tests) S sends the reply, then Z sends
+``{"clean": true}`` once it has checked that the execution left nothing behind: S exited normally (its wipe
+completed), no process is left in the jail, the writable places are empty with their original mode and no
+extended attributes, and Z's own limits, priority, scheduling, CPU affinity, I/O priority, cgroups and OOM score
+are what they were at start. Otherwise Z exits instead. The host takes a worker for a new execution only after
+its "clean" (pool.py), and replaces it when that does not come. For a test request, S reads the call arguments
+(a second frame) only after forking C, relays them once C writes to its result pipe (after the candidate code
+ran, unless the candidate writes there itself), and zeroes its buffer; S computes no verdict.
 
 C cannot change S or Z: seccomp refuses prlimit, setpriority, ioprio_set and sched_set* on any process but the
-caller, and signals to S and to PID 1; Z and S are not dumpable (no /proc/<pid>/mem, no ptrace), and Z is PID 1 of
-the jail (the kernel drops signals to it from inside anyway). Should S still die or hang, the execution is lost
-and the worker replaced (Z exits; the host's reply deadline).
+caller, and signals to S and to PID 1; Z and S are not dumpable (no /proc/<pid>/mem, no ptrace); Z is PID 1 of
+the jail (the kernel drops signals to it from inside anyway). Should S die or hang all the same, that execution
+is lost and the worker replaced (Z exits; the host's reply deadline).
+
+Not covered: counters the kernel keeps per jail and that an execution can advance (the PID counter of the jail's
+PID namespace, tmpfs inode numbers), and timing (page cache, CPU), can carry a few bits from a cooperating earlier
+execution on the same worker to a later one.
 """
 
 from __future__ import annotations
@@ -412,12 +420,12 @@ def _serve(ctx: _Context) -> int:
         reply, code = _execute(ctx, frame, pid, pipes), 0
     except Exception:
         reply, code = {"error": traceback.format_exc(limit=3)[-2000:]}, 1
+    wire.send_json(1, reply)  # every process of the execution is dead: its outputs are complete
     try:
         for root in ctx.wipe_roots:
             _wipe(root)
-    except Exception:  # RecursionError too: the reply stands, and the zygote, seeing code 1, retires the worker
+    except Exception:  # RecursionError too: the zygote, seeing code 1, retires the worker
         code = 1
-    wire.send_json(1, reply)
     return code
 
 
