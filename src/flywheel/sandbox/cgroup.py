@@ -82,8 +82,26 @@ class Groups:
             _remove(d)
 
 
+def _prefix() -> str:
+    """Group names carry the PID namespace and PID of their maker: "flywheel-sandbox-<ns>-<pid>-"."""
+    return f"flywheel-sandbox-{os.stat('/proc/self/ns/pid').st_ino}-"
+
+
+def _remove_stale(parent: str) -> None:
+    """Remove empty groups made in this PID namespace by a process that is gone (killed before cleaning up)."""
+    prefix = _prefix()
+    for entry in os.scandir(parent):
+        owner = entry.name[len(prefix):].split("-")[0] if entry.name.startswith(prefix) else ""
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            try:
+                os.rmdir(entry.path)
+            except OSError:
+                pass
+
+
 def _make(parent: str, caps: dict[str, str]) -> str:
-    path = os.path.join(parent, f"flywheel-sandbox-{os.getpid()}-{next(_counter)}")
+    _remove_stale(parent)
+    path = os.path.join(parent, f"{_prefix()}{os.getpid()}-{next(_counter)}")
     os.mkdir(path, 0o700)
     try:
         for name, value in caps.items():
