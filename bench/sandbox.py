@@ -13,8 +13,8 @@ import argparse
 import json
 import os
 import platform
-import sys
 import subprocess
+import sys
 import time
 from pathlib import Path
 
