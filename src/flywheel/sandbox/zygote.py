@@ -254,7 +254,9 @@ def _remove_all(root: str, failures: list) -> bool:
 
 
 def _is_clean(root: str) -> bool:
-    return not os.listdir(root) and not os.listxattr(root) and os.stat(root).st_mode & 0o7777 == _ROOT_MODE
+    """Empty, no extended attributes, the mode and modification time the wipe sets."""
+    st = os.stat(root)
+    return not os.listdir(root) and not os.listxattr(root) and st.st_mode & 0o7777 == _ROOT_MODE and st.st_mtime == 0
 
 
 def _own_state() -> tuple:
