@@ -88,9 +88,10 @@ def test_the_execution_is_in_the_capped_cgroups_and_the_zygote_is_not(sb):
     assert len(capped) == 1, groups  # the execution's process, in the memory and pids groups
     zygote = next(iter(jail_namespaces(sb)))
     assert "flywheel-sandbox-" not in Path(f"/proc/{zygote}/cgroup").read_text()
-    mem = next(line for line in groups[capped[0]].splitlines() if ":memory:" in line).split(":", 2)[2]
-    limit = Path(f"/sys/fs/cgroup/memory{mem}/memory.limit_in_bytes").read_text()
-    assert int(limit) == MEMORY_MB << 20
+    if sb.protections["cgroup"] == "v1":
+        paths = dict(line.split(":", 2)[1:] for line in groups[capped[0]].splitlines())
+        assert int(Path(f"/sys/fs/cgroup/memory{paths['memory']}/memory.limit_in_bytes").read_text()) == MEMORY_MB << 20
+        assert int(Path(f"/sys/fs/cgroup/pids{paths['pids']}/pids.max").read_text()) == PROCESSES
 
 
 def test_host_sysctls_and_proc_are_not_writable(sb):

@@ -11,7 +11,10 @@ killed before the next one starts, so it holds one execution at a time. Zygote a
 
 Which: cgroup v2 where the caller's group can give ``memory`` and ``pids`` to a child; else the v1 ``memory`` and
 ``pids`` hierarchies (this project's CI hosts: v1, with an empty cgroup2 at /sys/fs/cgroup/unified); else none,
-and ``probe`` says why. v2 support is written to the kernel documentation but has not run on a v2 host here.
+and ``probe`` says why. v2 support is written to the kernel documentation but has not run on a v2 host here. On
+v2, a group that holds processes cannot give controllers to children ("no internal processes"): a caller that
+sits in such a group (a container's root group, a systemd service's group) is not moved out of it, so it gets
+none (and ``Sandbox`` refuses unless ``cgroup="best-effort"``).
 """
 
 from __future__ import annotations
