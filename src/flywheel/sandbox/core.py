@@ -207,10 +207,10 @@ class Sandbox:
         return cgroups.create(self._cgroup_version, self.limits["memory_mb"], self.limits["processes"])
 
     def _jail_worker(self) -> Worker:
-        groups = self._groups()
         fds = jail.module_fds()
-        cg_fds = groups.fds if groups else []
         try:
+            groups = self._groups()
+            cg_fds = groups.fds if groups else []
             return Worker(jail.jail_command(self.tmp_size_mb, fds, cg_fds), cwd="/", pass_fds=(*fds, *cg_fds),
                           cleanup=groups.close if groups else None, user=jail.host_user())
         finally:

@@ -76,7 +76,8 @@ def bwrap_argv(tmp_size_mb: int, fds: list[int]) -> list[str]:
         shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--uid", _NOBODY, "--gid", _NOBODY, "--disable-userns",
         "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL", "--hostname", "sandbox",
         *_system_dirs(),
-        "--proc", "/proc", "--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+        "--proc", "/proc", "--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys",
+        "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
         "--size", size, "--tmpfs", "/tmp",
     ]
     for name, fd in zip(ZYGOTE_FILES, fds):
@@ -106,16 +107,19 @@ def check_bubblewrap() -> None:
     try:
         probe = subprocess.run(
             bwrap_argv(1, fds) + [JAIL_PYTHON, "-I", "-c", "pass"], pass_fds=fds, cwd="/", **host_user(),
-            env=HOST_ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+            env=HOST_ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
         )
+        reason = (probe.stderr.strip().splitlines() or ["no error message"])[-1] if probe.returncode else None
+    except OSError as exc:
+        reason = str(exc)
     finally:
         for fd in fds:
             os.close(fd)
-    if probe.returncode != 0:
-        reason = (probe.stderr.strip().splitlines() or ["no error message"])[-1]
+    if reason is not None:
         raise SandboxUnavailable(
-            f"bubblewrap cannot create its user namespaces here as uid {jailed_uid()} ({reason}); enable unprivileged user namespaces "
-            "(sysctl kernel.unprivileged_userns_clone=1) or install a setuid bwrap with `apt-get install bubblewrap`."
+            f"bubblewrap cannot create its user namespaces here as uid {jailed_uid()} ({reason}); enable "
+            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or install a setuid bwrap "
+            "with `apt-get install bubblewrap`."
         )
 
 
