@@ -291,6 +291,30 @@ def test_worker_limits_and_scheduling_cannot_be_changed(sb):
         assert Path(f"/proc/{zygote}/limits").read_text() == limits_before
 
 
+def test_the_supervisor_cannot_be_signalled(sb):
+    pids = sb.worker_pids()
+    r = run(sb, """
+        import ctypes, os, signal
+        libc = ctypes.CDLL(None, use_errno=True)
+        parent = os.getppid()
+        attempts = {
+            "kill": lambda: libc.syscall(62, parent, 19),
+            "tkill": lambda: libc.syscall(200, parent, 19),
+            "tgkill": lambda: libc.syscall(234, parent, parent, 19),
+            "sigqueue": lambda: libc.syscall(129, parent, 19, ctypes.byref(ctypes.create_string_buffer(128))),
+            "pidfd": lambda: signal.pidfd_send_signal(os.pidfd_open(parent), 19) or 0,
+            "procfd": lambda: signal.pidfd_send_signal(os.open(f"/proc/{parent}", os.O_RDONLY), 19) or 0,
+        }
+        for name, attempt in attempts.items():
+            try:
+                print(name, "sent" if attempt() == 0 else "denied")
+            except OSError:
+                print(name, "denied")
+    """)
+    assert r.stdout.split()[1::2] == ["denied"] * 6, r  # SIGSTOP (19) to the supervisor, six ways
+    assert run(sb, "print('next')").stdout == "next\n" and sb.worker_pids() == pids
+
+
 def test_tmp_root_metadata_does_not_carry_over(sb):
     fresh = run(sb, "import os\nfor d in ('/tmp', '/dev/shm'):\n    s = os.stat(d)\n    print(oct(s.st_mode), os.listxattr(d))")
     r = run(sb, """
