@@ -35,36 +35,31 @@ def run(sb: Sandbox, code: str, stdin: str = ""):
     return sb.run(dedent(code), stdin=stdin)
 
 
-def _uid(pid: int) -> int | None:
+def _status(pid: int) -> dict[str, str]:
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Uid:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
+        return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    except (OSError, ValueError):
+        return {}
 
 
 # --- host root ----------------------------------------------------------------------------------------------------
 
 def test_jailed_processes_are_an_unprivileged_host_uid(sb):
-    seen: dict[int, int | None] = {}
-
-    def watch():
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and len(seen) < 3:
-            pids = processes_in(set(jail_namespaces(sb).values())) + sb.worker_pids()
-            seen.update({pid: _uid(pid) for pid in pids})
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=watch)
-    thread.start()
-    r = run(sb, "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(1.5)")
-    thread.join()
+    result = []
+    execution = threading.Thread(target=lambda: result.append(run(sb, "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(1)")))
+    execution.start()
+    seen: dict[int, dict[str, str]] = {}
+    while execution.is_alive():  # every process of the jail, and bwrap itself, as the host sees them
+        for pid in processes_in(set(jail_namespaces(sb).values())) + sb.worker_pids():
+            seen[pid] = _status(pid) or seen.get(pid, {})
+        time.sleep(0.05)
+    execution.join()
+    (r,) = result
     assert r.ok, r
-    assert len(seen) >= 3, seen  # bwrap, the zygote, and at least the execution's own process
-    assert all(uid not in (0, None) for uid in seen.values()), seen
-    assert sb.protections["host_uid"] not in (0, None) and sb.protections["host_uid"] in seen.values()
+    uids = {pid: int(st["Uid"].split()[0]) for pid, st in seen.items() if "Uid" in st}
+    assert len(uids) >= 4 and 0 not in uids.values(), uids  # bwrap, zygote, supervisor, the execution
+    in_jail = {st["NSpid"].split()[-1]: pid for pid, st in seen.items() if "NSpid" in st}
+    assert uids[in_jail[r.stdout.strip()]] == sb.protections["host_uid"] != 0  # the candidate's own process
 
 
 def test_the_execution_is_in_the_capped_cgroups_and_the_zygote_is_not(sb):
