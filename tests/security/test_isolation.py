@@ -46,7 +46,8 @@ def _status(pid: int) -> dict[str, str]:
 
 def test_jailed_processes_are_an_unprivileged_host_uid(sb):
     result = []
-    execution = threading.Thread(target=lambda: result.append(run(sb, "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(1)")))
+    code = "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(1)"
+    execution = threading.Thread(target=lambda: result.append(run(sb, code)))
     execution.start()
     seen: dict[int, dict[str, str]] = {}
     while execution.is_alive():  # every process of the jail, and bwrap itself, as the host sees them
@@ -79,7 +80,8 @@ def test_the_execution_is_in_the_capped_cgroups_and_the_zygote_is_not(sb):
     thread.start()
     run(sb, "import time\ntime.sleep(1.5)")
     thread.join()
-    capped = [pid for pid, g in groups.items() if g.count("flywheel-sandbox-") == (2 if sb.protections["cgroup"] == "v1" else 1)]
+    per_version = 2 if sb.protections["cgroup"] == "v1" else 1  # v1: a memory group and a pids group
+    capped = [pid for pid, g in groups.items() if g.count("flywheel-sandbox-") == per_version]
     assert len(capped) == 1, groups  # the execution's process, in the memory and pids groups
     zygote = next(iter(jail_namespaces(sb)))
     assert "flywheel-sandbox-" not in Path(f"/proc/{zygote}/cgroup").read_text()

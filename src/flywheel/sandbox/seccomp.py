@@ -46,7 +46,8 @@ _OFF_NR = 0
 _OFF_ARCH = 4
 _OFF_ARG0_LOW = 16  # args[0], low 32 bits (little-endian)
 _OFF_ARG1_LOW = 24
-_SELF_ONLY = "prlimit64 sched_setaffinity sched_setscheduler sched_setparam sched_setattr migrate_pages move_pages".split()
+_SELF_ONLY = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "migrate_pages",
+              "move_pages")  # first argument: a PID
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 
 _AF_UNIX = 1
