@@ -115,19 +115,17 @@ def _read_to_end(fd: int) -> bytes:
 
 
 def _child(ctx: _Context, scratch: str, pipes: _Pipes) -> None:
-    """In the child, forked before the request arrives: read the request, confine, run the candidate code, then
-    (test mode) call the function per case.
+    """In the child, forked before the request arrives: confine (all that does not depend on the request comes
+    first, off the request's path), read the request, run the candidate code, then (test mode) call the function
+    per case.
 
     The pipes' child ends become 0..4: stdin, stdout, stderr, and in test mode result (write end) and args (read
     end); every other fd is closed.
     """
     os.setsid()
-    os.close(pipes.ends["request"][1])
-    req = json.loads(_read_to_end(pipes.ends["request"][0]))
-    fds = pipes.child_fds(req["tests"] is not None)
     for fd in ctx.cgroup_fds:  # join the worker's capped groups ("0": this process), then drop the descriptors
         os.write(fd, b"0")
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in [*pipes.child_fds(), pipes.ends["request"][0]]]
     for target, fd in enumerate(high):
         os.dup2(fd, target)
     os.closerange(len(high), os.sysconf("SC_OPEN_MAX"))
@@ -138,8 +136,13 @@ def _child(ctx: _Context, scratch: str, pipes: _Pipes) -> None:
         os.setgroups([])
         os.setgid(ctx.uid)
         os.setuid(ctx.uid)
-    limits.apply(req["limits"])
     seccomp.install(ctx.filter)
+    req = json.loads(_read_to_end(5))
+    os.close(5)
+    if req["tests"] is None:
+        os.close(3)
+        os.close(4)
+    limits.apply(req["limits"])
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
