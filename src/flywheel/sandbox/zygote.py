@@ -14,8 +14,9 @@ Three generations of processes, so that no execution inherits another's data:
   fd 0, hands it to C, relays stdin and call arguments, collects capped outputs, kills and reaps every process of
   the execution, sends the reply on fd 1, wipes the writable places (completely, or it exits with an error: a
   wipe is never silently partial), and exits.
-- C joins the worker's cgroups (fds in CGROUP_FDS; cgroup.py), drops to its limits (limits.py) and seccomp filter
-  (seccomp.py), and runs the candidate code.
+- C, while it waits, joins the worker's cgroups (fds in CGROUP_FDS; cgroup.py), drops every other descriptor,
+  the environment and (host mode) its uid, and installs the seccomp filter (seccomp.py); then it reads its
+  request, applies the request's rlimits (limits.py), and runs the candidate code.
 C and its children are forks of S made before S read anything, and C receives only its own request.
 
 Protocol on fds 0 (requests) and 1 (replies), frames from ``wire``: Z sends ``{"ready": true}``; per request frame
