@@ -162,6 +162,12 @@ def test_thread_bomb_is_stopped_by_the_process_cap(sb):
 
 # --- memory ---------------------------------------------------------------------------------------------------------
 
+def _oom_killed_the_parent(r) -> bool:
+    """The group's OOM killer may pick the execution's first process itself (memfd pages are nobody's RSS):
+    contained too, as long as it was that kill and not an error."""
+    return r.stdout == "" and r.exit_code == -9 and not r.timed_out
+
+
 def test_children_together_cannot_exceed_the_memory_cap(sb):
     r = run(sb, f"""
         import os, select, time
@@ -182,6 +188,8 @@ def test_children_together_cannot_exceed_the_memory_cap(sb):
         alive = sum(os.waitpid(pid, os.WNOHANG) == (0, 0) for pid in pids)
         print("allocated", got, "alive", alive)
     """)
+    if _oom_killed_the_parent(r):
+        return
     _, got, _, alive = r.stdout.split()
     assert min(int(got), int(alive)) <= 1, r.stdout  # never two blocks of 5/8 of the cap at once
 
@@ -209,6 +217,8 @@ def test_memfds_together_cannot_exceed_the_memory_cap(sb):
         alive = sum(os.waitpid(pid, os.WNOHANG) == (0, 0) for pid in pids)
         print("held", held, "alive", alive)
     """)
+    if _oom_killed_the_parent(r):
+        return
     _, held, _, alive = r.stdout.split()
     assert int(held) <= MEMORY_MB or int(alive) < 3, r.stdout
 
