@@ -17,7 +17,7 @@ from textwrap import dedent
 import pytest
 from sandbox_procs import jail_namespaces, processes_in
 
-from flywheel.sandbox import Sandbox
+from flywheel.sandbox import Sandbox, cgroup
 
 SANDBOX_DIR = Path(__file__).resolve().parents[2] / "src/flywheel/sandbox"
 MEMORY_MB = 128
@@ -63,32 +63,32 @@ def test_jailed_processes_are_an_unprivileged_host_uid(sb):
     assert uids[in_jail[r.stdout.strip()]] == sb.protections["host_uid"] != 0  # the candidate's own process
 
 
-def test_the_execution_is_in_the_capped_cgroups_and_the_zygote_is_not(sb):
-    groups: dict[int, str] = {}
-
-    def watch():
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and not any("flywheel-sandbox-" in g for g in groups.values()):
-            for pid in processes_in(set(jail_namespaces(sb).values())):
-                try:
-                    groups[pid] = Path(f"/proc/{pid}/cgroup").read_text()
-                except OSError:
-                    pass
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=watch)
-    thread.start()
-    run(sb, "import time\ntime.sleep(1.5)")
-    thread.join()
-    per_version = 2 if sb.protections["cgroup"] == "v1" else 1  # v1: a memory group and a pids group
-    capped = [pid for pid, g in groups.items() if g.count("flywheel-sandbox-") == per_version]
-    assert len(capped) == 1, groups  # the execution's process, in the memory and pids groups
-    zygote = next(iter(jail_namespaces(sb)))
-    assert "flywheel-sandbox-" not in Path(f"/proc/{zygote}/cgroup").read_text()
+def test_the_worker_is_in_its_capped_cgroups_and_the_execution_goes_first_on_oom(sb):
+    seen: dict[int, tuple[str, str, str]] = {}
+    result = []
+    code = "import os, time\nprint(os.getpid())\ntime.sleep(1)"
+    execution = threading.Thread(target=lambda: result.append(run(sb, code)))
+    execution.start()
+    while execution.is_alive():
+        for pid in processes_in(set(jail_namespaces(sb).values())):
+            try:
+                seen[pid] = (Path(f"/proc/{pid}/cgroup").read_text(), _status(pid)["NSpid"].split()[-1],
+                             Path(f"/proc/{pid}/oom_score_adj").read_text().strip())
+            except (OSError, KeyError):
+                pass
+        time.sleep(0.05)
+    execution.join()
+    by_ns_pid = {ns_pid: pid for pid, (_, ns_pid, _) in seen.items()}
+    candidate = by_ns_pid[result[0].stdout.strip()]
+    assert seen[candidate][2] == "1000" and seen[by_ns_pid["1"]][2] != "1000"  # not the zygote (PID 1)
+    groups = {g for g, _, _ in seen.values()}
+    assert len(groups) == 1 and "flywheel-sandbox-" in groups.pop()  # zygote, supervisor, execution: one group
+    assert "flywheel-sandbox-" not in Path(f"/proc/{sb.worker_pids()[0]}/cgroup").read_text()  # bwrap is outside
     if sb.protections["cgroup"] == "v1":
-        paths = dict(line.split(":", 2)[1:] for line in groups[capped[0]].splitlines())
-        assert int(Path(f"/sys/fs/cgroup/memory{paths['memory']}/memory.limit_in_bytes").read_text()) == MEMORY_MB << 20
-        assert int(Path(f"/sys/fs/cgroup/pids{paths['pids']}/pids.max").read_text()) == PROCESSES
+        paths = dict(line.split(":", 2)[1:] for line in seen[candidate][0].splitlines())
+        memory = Path(f"/sys/fs/cgroup/memory{paths['memory']}/memory.limit_in_bytes").read_text()
+        assert int(memory) == (MEMORY_MB + cgroup.SUPERVISOR_MB) << 20
+        assert int(Path(f"/sys/fs/cgroup/pids{paths['pids']}/pids.max").read_text()) == PROCESSES + cgroup.SUPERVISOR_TASKS
 
 
 def test_host_sysctls_and_proc_are_not_writable(sb):

@@ -4,10 +4,12 @@ Why: rlimits are per process (RLIMIT_AS) or per user (RLIMIT_NPROC). Children to
 escape RLIMIT_AS; a group caps them all, and the kernel's OOM killer acts inside the group only.
 
 How: the host (root, or a user with a delegated cgroup) makes one group per worker under its own cgroup, sets the
-caps, opens the group's ``cgroup.procs`` for writing and hands that descriptor to the zygote. The first process of
-each execution writes "0" to it (joining with everything it will start) and closes it before candidate code runs;
-the jail never sees cgroupfs. The group is reused by the worker's executions: every process of an execution is
-killed before the next one starts, so it holds one execution at a time. Zygote and supervisor stay outside.
+caps, opens the group's ``cgroup.procs`` for writing and hands that descriptor to the zygote, which writes "0" to
+it (joining) and closes it before anything else; the jail never sees cgroupfs. Supervisors and executions are
+then born in the group: no process is moved per execution (a move waits for an RCU grace period, which took up to
+200 ms under load here). Every process of an execution is killed before the next one starts, so the group holds
+one execution at a time, plus the zygote and the supervisor: the caps leave room for them (``worker_caps``), and
+executions ask the OOM killer to take them first (oom_score_adj 1000, zygote.py).
 
 Which: cgroup v2 where the caller's group can give ``memory`` and ``pids`` to a child; else the v1 ``memory`` and
 ``pids`` hierarchies (this project's CI hosts: v1, with an empty cgroup2 at /sys/fs/cgroup/unified); else none,
@@ -116,6 +118,15 @@ def _make(parent: str, caps: dict[str, str]) -> str:
         _remove(path)
         raise
     return path
+
+
+SUPERVISOR_MB = 16  # the supervisor's copy-on-write pages (the zygote's were charged before it joined)
+SUPERVISOR_TASKS = 2  # the zygote and the supervisor
+
+
+def worker_caps(memory_mb: int, processes: int) -> tuple[int, int]:
+    """The group's caps for executions of ``memory_mb`` and ``processes``: room for zygote and supervisor too."""
+    return memory_mb + SUPERVISOR_MB, processes + SUPERVISOR_TASKS
 
 
 def create(version: str, memory_mb: int, processes: int) -> Groups:

@@ -106,7 +106,8 @@ class Sandbox:
     files, its processes and its /tmp stay reachable.
 
     Jailed code is never host root: a root caller's jails run as the unprivileged ``jail.HOST_ID``. Each
-    execution's processes together are capped by a cgroup (cgroup.py) at ``memory_mb`` and ``processes``.
+    execution's processes together are capped by its worker's cgroup (cgroup.py) at ``memory_mb`` and ``processes``,
+    plus room for the worker's zygote and supervisor (``cgroup.worker_caps``).
     ``cgroup="required"`` (default) refuses to start (SandboxUnavailable) where no such group can be made, which is
     usually so for a non-root caller; ``cgroup="best-effort"`` then runs with per-process rlimits only and logs a
     warning. ``protections`` (after start) says what is in force; it is logged at start.
@@ -196,6 +197,9 @@ class Sandbox:
             "cgroup": self._cgroup_version,
             "memory_cap_mb": self.limits["memory_mb"] if capped else None,
             "process_cap": self.limits["processes"] if capped else None,
+            "cgroup_caps": dict(zip(("memory_mb", "tasks"), cgroups.worker_caps(self.limits["memory_mb"],
+                                                                                self.limits["processes"])))
+            if capped else None,  # what the group holds: the execution, its supervisor and the zygote
             "rlimits": True,
             "seccomp": True,
             "fresh_process_per_execution": True,
@@ -204,7 +208,8 @@ class Sandbox:
     def _groups(self) -> cgroups.Groups | None:
         if self._cgroup_version is None:
             return None
-        return cgroups.create(self._cgroup_version, self.limits["memory_mb"], self.limits["processes"])
+        return cgroups.create(self._cgroup_version, *cgroups.worker_caps(self.limits["memory_mb"],
+                                                                        self.limits["processes"]))
 
     def _jail_worker(self) -> Worker:
         fds = jail.module_fds()

@@ -14,9 +14,10 @@ Three generations of processes, so that no execution inherits another's data:
   fd 0, hands it to C, relays stdin and call arguments, collects capped outputs, kills and reaps every process of
   the execution, sends the reply on fd 1, wipes the writable places (completely, or it exits with an error: a
   wipe is never silently partial), and exits.
-- C, while it waits, joins the worker's cgroups (fds in CGROUP_FDS; cgroup.py), drops every other descriptor,
-  the environment and (host mode) its uid, and installs the seccomp filter (seccomp.py); then it reads its
-  request, applies the request's rlimits (limits.py), and runs the candidate code.
+- C, while it waits, sets its OOM score to the highest, drops every other descriptor, the environment and (host
+  mode) its uid, and installs the seccomp filter (seccomp.py); then it reads its request, applies the request's
+  rlimits (limits.py), and runs the candidate code.
+Z joins the worker's cgroups (fds in CGROUP_FDS; cgroup.py) at start, so S and C are born in them.
 C and its children are forks of S made before S read anything, and C receives only its own request.
 
 Protocol on fds 0 (requests) and 1 (replies), frames from ``wire``: Z sends ``{"ready": true}``; per request frame
@@ -124,8 +125,10 @@ def _child(ctx: _Context, scratch: str, pipes: _Pipes) -> None:
     end); every other fd is closed.
     """
     os.setsid()
-    for fd in ctx.cgroup_fds:  # join the worker's capped groups ("0": this process), then drop the descriptors
-        os.write(fd, b"0")
+    _prctl(_PR_SET_DUMPABLE, 1)  # for a moment: /proc/self/oom_score_adj is ours to write only while dumpable
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")  # the OOM killer takes the execution's processes before the zygote or the supervisor
+    _prctl(_PR_SET_DUMPABLE, 0)
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in [*pipes.child_fds(), pipes.ends["request"][0]]]
     for target, fd in enumerate(high):
         os.dup2(fd, target)
@@ -448,6 +451,9 @@ def _fork_supervisor(ctx: _Context) -> int:
 
 def main(argv: list[str]) -> None:
     ctx = _Context(argv)
+    for fd in ctx.cgroup_fds:  # join the worker's capped groups ("0": this process): everything forked later is born
+        os.write(fd, b"0")     # in them; then the descriptors go
+        os.close(fd)
     _prctl(_PR_SET_DUMPABLE, 0)  # no /proc/<pid>/mem, fd, environ access to us from the children
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
