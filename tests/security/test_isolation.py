@@ -17,7 +17,7 @@ from textwrap import dedent
 import pytest
 from sandbox_procs import jail_namespaces, processes_in
 
-from flywheel.sandbox import Sandbox, cgroup
+from flywheel.sandbox import Sandbox
 
 SANDBOX_DIR = Path(__file__).resolve().parents[2] / "src/flywheel/sandbox"
 MEMORY_MB = 128
@@ -84,11 +84,13 @@ def test_the_worker_is_in_its_capped_cgroups_and_the_execution_goes_first_on_oom
     groups = {g for g, _, _ in seen.values()}
     assert len(groups) == 1 and "flywheel-sandbox-" in groups.pop()  # zygote, supervisor, execution: one group
     assert "flywheel-sandbox-" not in Path(f"/proc/{sb.worker_pids()[0]}/cgroup").read_text()  # bwrap is outside
+    caps = sb.protections["cgroup_caps"]  # the execution's caps plus a little room for zygote and supervisor
+    assert MEMORY_MB < caps["memory_mb"] <= MEMORY_MB + 16 and PROCESSES < caps["tasks"] <= PROCESSES + 2
     if sb.protections["cgroup"] == "v1":
         paths = dict(line.split(":", 2)[1:] for line in seen[candidate][0].splitlines())
         memory = Path(f"/sys/fs/cgroup/memory{paths['memory']}/memory.limit_in_bytes").read_text()
-        assert int(memory) == (MEMORY_MB + cgroup.SUPERVISOR_MB) << 20
-        assert int(Path(f"/sys/fs/cgroup/pids{paths['pids']}/pids.max").read_text()) == PROCESSES + cgroup.SUPERVISOR_TASKS
+        assert int(memory) == caps["memory_mb"] << 20
+        assert int(Path(f"/sys/fs/cgroup/pids{paths['pids']}/pids.max").read_text()) == caps["tasks"]
 
 
 def test_host_sysctls_and_proc_are_not_writable(sb):
