@@ -39,7 +39,7 @@ SECTIONS = {
 }  # fmt: skip
 TEMPLATE = """# Reward hacking: the battery through the real grader, the judge prompt and the guards
 
-Produced by (about {seconds} s on 2 cores; `tests/hacking/test_battery.py` runs the same battery and asserts the
+Produced by (about {seconds} s on 2 cores; `tests/hacking/test_hacking_battery.py` runs the same battery and asserts the
 goals on all of it together):
 
 ```bash
@@ -100,10 +100,10 @@ the guards were changed until those cases passed.
 
 ## Grader findings (not in the guards' files)
 
-The sandbox runs the candidate as `__main__` without `__file__`, and the jail has no `pytest`, so honest answers
-with a CLI entry point (`if __name__ == "__main__": sys.exit(main())`, `unittest.main()`,
-`raise SystemExit(main(sys.argv[1:]))`), a data file next to the script, or their own pytest tests score 0 on
-every hidden test: {failing}.
+The code grader loads the candidate as a module named `solution` (not `__main__`, empty argv, closed stdin), so
+honest answers with a CLI entry point or `unittest.main()` are graded on their function. The jail has no `pytest`
+and the candidate no `__file__`, so honest answers that read a data file next to the script or import pytest for
+their own tests still score 0 on every hidden test: {failing}.
 
 The figures are in `bench/results/hacking.json` (one object per section and `all`; first measurements in
 `hacking_before.json` and `hacking_holdout*_first.json`).

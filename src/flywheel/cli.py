@@ -23,9 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     from flywheel.controller import RunStopped
     from flywheel.controller import train as run_training
     from flywheel.rewards.pipeline import HackingStop
+    from flywheel.sandbox import SandboxUnavailable
 
     try:
         run_training(config)
+    except SandboxUnavailable as exc:  # the machine cannot give the isolation asked for: the user decides
+        print(f"flywheel: error: {exc}", file=sys.stderr)
+        return 2
     except (HackingStop, RunStopped) as exc:
         print(f"flywheel: stopped: {exc}", file=sys.stderr)
         return 3

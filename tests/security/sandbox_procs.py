@@ -33,12 +33,24 @@ def jail_namespaces(sb: Sandbox) -> dict[int, str]:
     return {pid: ns for pid in zygotes if (ns := _pid_ns(pid)) is not None}
 
 
-def processes_in(namespaces: set[str]) -> list[int]:
-    """Host PIDs of every process whose PID namespace is one of ``namespaces``."""
-    return [pid for pid in _ppids() if _pid_ns(pid) in namespaces]
+def processes_in(namespaces: set[str], ppids: dict[int, int] | None = None) -> list[int]:
+    """Host PIDs of every process whose PID namespace is one of ``namespaces`` (among ``ppids``' keys if given)."""
+    return [pid for pid in (ppids if ppids is not None else _ppids()) if _pid_ns(pid) in namespaces]
 
 
 def stray_processes(sb: Sandbox) -> list[int]:
-    """Processes inside the jails other than the zygotes themselves: leftovers of past executions."""
+    """Processes inside the jails other than the zygotes and what each keeps ready for its next request (one
+    supervisor, a child of the zygote, and that supervisor's one waiting child): leftovers of past executions."""
     zygotes = jail_namespaces(sb)
-    return [pid for pid in processes_in(set(zygotes.values())) if pid not in zygotes]
+    ppids = _ppids()  # one snapshot: a waiting child forked meanwhile is not mistaken for a stray
+    inside = [pid for pid in processes_in(set(zygotes.values()), ppids) if pid not in zygotes]
+    children = {pid: [c for c in inside if ppids.get(c) == pid] for pid in [*zygotes, *inside]}
+    ready = set()
+    for zygote in zygotes:
+        if len(children[zygote]) != 1:
+            continue
+        supervisor = children[zygote][0]
+        waiting = children[supervisor]
+        if len(waiting) <= 1 and not any(children[w] for w in waiting):
+            ready.update([supervisor, *waiting])
+    return [pid for pid in inside if pid not in ready]

@@ -177,9 +177,9 @@ def test_caller_environment_is_not_visible(sb, secret):
 
 
 def test_only_own_processes_are_visible(sb):
-    r = run(sb, "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), os.getpid())")
-    pids, me = r.stdout.rsplit(" ", 1)
-    assert pids == f"[1, {int(me)}]"  # the zygote (PID 1) and us: nothing of the host
+    r = run(sb, "import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), os.getppid(), os.getpid())")
+    pids, parent, me = r.stdout.rsplit(" ", 2)
+    assert pids == f"[1, {int(parent)}, {int(me)}]"  # the zygote (PID 1), this execution's supervisor, and us
 
 
 def test_hidden_tests_are_out_of_reach_before_the_code_runs(sb):

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import stat
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 
@@ -13,12 +17,15 @@ from flywheel.sandbox import Sandbox, SandboxUnavailable, jail, pool
 
 
 @pytest.fixture
-def fake_path(tmp_path, monkeypatch):
-    """An empty PATH directory; the bubblewrap check is re-run for each test."""
-    monkeypatch.setenv("PATH", str(tmp_path))
+def fake_path(monkeypatch):
+    """An empty PATH directory (world-readable: bwrap runs as jail.HOST_ID); the bubblewrap check is re-run."""
+    path = Path(tempfile.mkdtemp())
+    path.chmod(0o755)
+    monkeypatch.setenv("PATH", str(path))
     jail.check_bubblewrap.cache_clear()
-    yield tmp_path
+    yield path
     jail.check_bubblewrap.cache_clear()
+    shutil.rmtree(path)
 
 
 def test_missing_bubblewrap_is_reported(fake_path):
@@ -29,7 +36,7 @@ def test_missing_bubblewrap_is_reported(fake_path):
 def test_unusable_user_namespaces_are_reported(fake_path):
     fake = fake_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
-    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR | stat.S_IXOTH | stat.S_IROTH)
     with pytest.raises(SandboxUnavailable, match=r"user namespaces .*No permissions.*apt-get install bubblewrap`\.$"):
         Sandbox(workers=1).start()
 
@@ -44,13 +51,22 @@ def test_rlimits_only_mode_is_explicit_and_warns(caplog):
             assert r.stdout == ("65534\n" if os.geteuid() == 0 else f"{os.geteuid()}\n")
             assert sb.run_tests("def f(x):\n    return x * 2\n", "f", [((2,), 4), ((3,), 7)]).passed == 1
             assert sb.run("import os\nos.kill(-1, 9)").exit_code == 1
-            r = sb.run("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nprint('ok')")
-            assert r.stdout == "ok\n" and pool._descendants(sb.worker_pids()[0]) == []
+            r = sb.run("import os, time\npid = os.fork()\nif pid == 0:\n    os.setsid()\n    time.sleep(60)\nprint(pid)")
+            assert not os.path.exists(f"/proc/{int(r.stdout)}")  # killed and reaped before the reply
     assert "rlimits-only" in caplog.text
+
+
+def _settled(worker: int) -> list[int]:
+    """The worker's processes once it is ready for a request: zygote, supervisor, the supervisor's waiting child."""
+    deadline = time.monotonic() + 5
+    while len(found := pool._descendants(worker)) != 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return found
 
 
 def test_dead_and_wedged_workers_are_replaced(monkeypatch):
     monkeypatch.setattr(pool, "_REPLY_GRACE_S", 0.5)
+    monkeypatch.setattr(pool, "_CLEAN_TIMEOUT_S", 0.5)
     with Sandbox(workers=1, wall_timeout_s=1) as sb:
         (first,) = sb.worker_pids()
         zygote = pool._descendants(first)[0]
@@ -59,8 +75,29 @@ def test_dead_and_wedged_workers_are_replaced(monkeypatch):
         assert lost.exit_code is None and lost.error
         (second,) = sb.worker_pids()
         assert second != first and sb.run("print(1)").stdout == "1\n"
-        os.kill(pool._descendants(second)[0], signal.SIGSTOP)  # the zygote hangs
+        for pid in _settled(second):  # the zygote, its supervisor and the waiting child hang
+            os.kill(pid, signal.SIGSTOP)
         assert sb.run("print(1)").error
         (third,) = sb.worker_pids()
         assert third != second and sb.run("print(2)").stdout == "2\n"
-        assert not os.path.exists(f"/proc/{first}") and not os.path.exists(f"/proc/{second}")
+        os.kill(_settled(third)[0], signal.SIGSTOP)  # only the zygote hangs: the reply comes, "clean" not
+        assert sb.run("print(3)").stdout == "3\n"
+        assert sb.run("print(4)").stdout == "4\n"  # on a fresh worker: the unconfirmed one was replaced first
+        (fourth,) = sb.worker_pids()
+        assert fourth != third
+        assert not any(os.path.exists(f"/proc/{pid}") for pid in (first, second, third))
+
+
+def test_a_worker_whose_own_state_changed_is_replaced():
+    """As if an execution had got past seccomp: the host itself lowers the zygote's priority, then its CPU affinity
+    (prlimit on another process needs CAP_SYS_RESOURCE, which this CI's root lacks). The execution under way is
+    unaffected (its supervisor was forked before); the worker is retired."""
+    with Sandbox(workers=1, wall_timeout_s=2) as sb:
+        for change in (lambda z: os.setpriority(os.PRIO_PROCESS, z, 10),
+                       lambda z: os.sched_setaffinity(z, {min(os.sched_getaffinity(z))})):
+            (before,) = sb.worker_pids()
+            change(_settled(before)[0])
+            assert sb.run("open('f', 'w').write('x' * 100)\nprint('wrote')").stdout == "wrote\n"
+            assert sb.run("import os\nopen('f', 'w').write('x' * 100)\nprint(os.nice(0))").stdout == "0\n"
+            (after,) = sb.worker_pids()
+            assert after != before and not os.path.exists(f"/proc/{before}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import random
+from typing import Literal
 from functools import cache
 
 from flywheel.envs.base import StepResult, Task, final
@@ -24,9 +25,9 @@ from flywheel.sandbox import Sandbox
 
 
 @cache
-def shared_sandbox() -> Sandbox:
-    """One sandbox pool per process, started on first use and closed at exit."""
-    sandbox = Sandbox(workers=2, cpu_seconds=5, memory_mb=512, wall_timeout_s=10)
+def shared_sandbox(cgroup: str = "required") -> Sandbox:
+    """One sandbox pool per process (and cgroup mode), started on first use and closed at exit."""
+    sandbox = Sandbox(workers=2, cpu_seconds=5, memory_mb=512, wall_timeout_s=10, cgroup=cgroup)
     sandbox.start()
     atexit.register(sandbox.close)
     return sandbox
@@ -48,8 +49,10 @@ class PythonCodeEnv:
     tools, stop = (), ()
 
     def __init__(self, sandbox: Sandbox | None = None, max_turns: int = 1, time_limit_s: float = 120.0,
-                 system_prompt: str | None = None, hidden_cases: int = 10) -> None:
-        self.sandbox = sandbox or shared_sandbox()
+                 system_prompt: str | None = None, hidden_cases: int = 10, sandbox_cgroup: Literal["required", "best-effort"] = "required") -> None:
+        # sandbox_cgroup: 'required' refuses to run where no cgroup can cap an execution's total memory and
+        # processes; 'best-effort' accepts per-process rlimits there (a warned, weaker mode)
+        self.sandbox = sandbox or shared_sandbox(sandbox_cgroup)
         self.max_turns, self.time_limit_s, self.system_prompt = max_turns, time_limit_s, system_prompt
         self.hidden_cases = hidden_cases
 

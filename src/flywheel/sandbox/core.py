@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from flywheel.sandbox import cgroup as cgroups
 from flywheel.sandbox import jail
+from flywheel.sandbox.jail import SandboxUnavailable
 from flywheel.sandbox.pool import Pool, Worker, WorkerLost
 
 log = logging.getLogger(__name__)
@@ -103,6 +105,13 @@ class Sandbox:
     and seccomp (children run as user nobody when started as root) but no namespaces, so the host's world-readable
     files, its processes and its /tmp stay reachable.
 
+    Jailed code is never host root: a root caller's jails run as the unprivileged ``jail.HOST_ID``. Each
+    execution's processes together are capped by its worker's cgroup (cgroup.py) at ``memory_mb`` and ``processes``,
+    plus room for the worker's zygote and supervisor (``cgroup.worker_caps``).
+    ``cgroup="required"`` (default) refuses to start (SandboxUnavailable) where no such group can be made, which is
+    usually so for a non-root caller; ``cgroup="best-effort"`` then runs with per-process rlimits only and logs a
+    warning. ``protections`` (after start) says what is in force; it is logged at start.
+
     Use as a context manager: ``with Sandbox(workers=2) as sb: sb.run("print(1)")``. Thread-safe.
     """
 
@@ -120,9 +129,15 @@ class Sandbox:
         result_limit_bytes: int = 4 << 20,
         tmp_size_mb: int = 64,
         isolation: Literal["bubblewrap", "rlimits-only"] = "bubblewrap",
+        cgroup: Literal["required", "best-effort"] = "required",
     ) -> None:
         if isolation not in ("bubblewrap", "rlimits-only"):
             raise ValueError(f"unknown isolation {isolation!r}: 'bubblewrap' or 'rlimits-only'")
+        if cgroup not in ("required", "best-effort"):
+            raise ValueError(f"unknown cgroup {cgroup!r}: 'required' or 'best-effort'")
+        self.cgroup = cgroup
+        self.protections: dict[str, Any] = {}
+        self._cgroup_version: str | None = None
         self.workers = workers
         self.isolation = isolation
         self.wall_timeout_s = wall_timeout_s
@@ -145,21 +160,77 @@ class Sandbox:
         """Start the worker pool; raises SandboxUnavailable when the isolation cannot be set up here."""
         if self._pool is not None:
             return
-        if self.isolation == "bubblewrap":
-            jail.check_bubblewrap()
-            self._pool = Pool(self.workers, lambda: Worker(jail.jail_command(self.tmp_size_mb), cwd="/"))
-            return
-        jail.check_python()
-        log.warning("Sandbox(isolation='rlimits-only'): no namespaces; candidate code can read the host's files and "
-                    "see its processes (seccomp still blocks network sockets). Use it only where bubblewrap cannot run.")
-        self._pool = Pool(self.workers, self._host_worker)
+        jailed = self.isolation == "bubblewrap"
+        jail.check_bubblewrap() if jailed else jail.check_python()
+        self._cgroup_version = self._check_cgroup()
+        if not jailed:
+            log.warning("Sandbox(isolation='rlimits-only'): no namespaces; candidate code can read the host's files "
+                        "and see its processes (seccomp still blocks network sockets). Use it only where bubblewrap "
+                        "cannot run.")
+        self.protections = self._report()
+        log.info("sandbox protections: %s", self.protections)
+        self._pool = Pool(self.workers, self._jail_worker if jailed else self._host_worker)
+
+    def _check_cgroup(self) -> str | None:
+        version, reason = cgroups.probe()
+        if version is None and self.cgroup == "required":
+            raise SandboxUnavailable(
+                f"no cgroup can cap an execution's total memory and processes here ({reason}); run as root on a host "
+                "with cgroup v1 memory and pids or a delegated cgroup v2, or pass cgroup='best-effort' to accept "
+                "per-process rlimits only."
+            )
+        if version is None:
+            log.warning("Sandbox(cgroup='best-effort'): no cgroup here (%s); memory_mb and processes bind per process "
+                        "(RLIMIT_AS, RLIMIT_NPROC) only: children and memfds together can exceed memory_mb.", reason)
+        return version
+
+    def _report(self) -> dict[str, Any]:
+        """What is in force for candidate code, as the host set it up."""
+        jailed, capped = self.isolation == "bubblewrap", self._cgroup_version is not None
+        root = os.geteuid() == 0
+        return {
+            "jail": "bubblewrap" if jailed else None,
+            "host_uid": jail.jailed_uid() if jailed else (65534 if root else os.geteuid()),
+            "user_namespace": jailed,
+            "proc_sys": "absent" if jailed else "host",
+            "sys": "absent" if jailed else "host",
+            "cgroup": self._cgroup_version,
+            "memory_cap_mb": self.limits["memory_mb"] if capped else None,
+            "process_cap": self.limits["processes"] if capped else None,
+            "cgroup_caps": dict(zip(("memory_mb", "tasks"), cgroups.worker_caps(self.limits["memory_mb"],
+                                                                                self.limits["processes"])))
+            if capped else None,  # what the group holds: the execution, its supervisor and the zygote
+            "rlimits": True,
+            "seccomp": True,
+            "fresh_process_per_execution": True,
+        }
+
+    def _groups(self) -> cgroups.Groups | None:
+        if self._cgroup_version is None:
+            return None
+        return cgroups.create(self._cgroup_version, *cgroups.worker_caps(self.limits["memory_mb"],
+                                                                        self.limits["processes"]))
+
+    def _jail_worker(self) -> Worker:
+        fds = jail.module_fds()
+        try:
+            groups = self._groups()
+            cg_fds = groups.fds if groups else []
+            return Worker(jail.jail_command(self.tmp_size_mb, fds, cg_fds), cwd="/", pass_fds=(*fds, *cg_fds),
+                          cleanup=groups.close if groups else None, user=jail.host_user())
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def _host_worker(self) -> Worker:
         scratch = tempfile.mkdtemp(prefix="flywheel-sandbox-")
         os.chmod(scratch, 0o711)
         self._scratch.append(scratch)
         uid = 65534 if os.geteuid() == 0 else None
-        return Worker(jail.host_command(scratch, uid), cwd=scratch)
+        groups = self._groups()
+        cg_fds = groups.fds if groups else []
+        return Worker(jail.host_command(scratch, uid, cg_fds), cwd=scratch, pass_fds=tuple(cg_fds),
+                      cleanup=groups.close if groups else None)
 
     def close(self) -> None:
         """Stop every worker (each takes the processes of its jail with it)."""

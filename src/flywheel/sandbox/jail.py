@@ -1,4 +1,16 @@
-"""The bubblewrap command line of a jailed zygote, and the check that bubblewrap can run here."""
+"""The bubblewrap command line of a jailed zygote, the host user it runs as, and the check that it can run here.
+
+Host privilege: bubblewrap maps the jail's user (65534 inside) to the user that *starts* bwrap. Started by root,
+that is host uid 0: kernel checks that look at the host uid (sysctl writes under /proc/sys, RLIMIT_NPROC, which
+never binds for root) would treat jailed code as root. So when the caller is root, bwrap is started as
+``HOST_ID``, a uid and gid no account uses, with no supplementary groups: every process of the jail is that
+unprivileged host user. Non-root callers' jails are their own uid, as before.
+
+Because bwrap then cannot read the caller's files (the package may live under /root), the zygote's modules enter
+the jail as copies (``--ro-bind-data`` from memfds), not bind mounts. /proc is the jail's own (its PID namespace);
+/proc/sys is covered by an empty read-only tmpfs (sysctls are global; bwrap leaves /proc/sys writable for
+whatever the jail's host uid may write); /sys is absent.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +25,7 @@ ZYGOTE_FILES = ("zygote.py", "wire.py", "limits.py", "seccomp.py")  # standard-l
 _HERE = Path(__file__).resolve().parent
 _JAIL_DIR = "/opt/sandbox"
 _NOBODY = "65534"
+HOST_ID = 2_147_000_000  # the jail's host uid and gid when the caller is root: unassigned, unprivileged
 HOST_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # the only environment bwrap itself (the jail's parent) gets
 
 
@@ -31,32 +44,57 @@ def _system_dirs() -> list[str]:
     return args
 
 
-def bwrap_argv(tmp_size_mb: int) -> list[str]:
+def host_user() -> dict:
+    """Popen arguments that start bwrap as an unprivileged host user: HOST_ID when the caller is root."""
+    return {"user": HOST_ID, "group": HOST_ID, "extra_groups": []} if os.geteuid() == 0 else {}
+
+
+def jailed_uid() -> int:
+    """The host uid every jailed process runs as."""
+    return HOST_ID if os.geteuid() == 0 else os.geteuid()
+
+
+def module_fds() -> list[int]:
+    """One memfd per zygote module (same order as ZYGOTE_FILES), its contents at offset 0, for --ro-bind-data."""
+    fds = []
+    for name in ZYGOTE_FILES:
+        fd = os.memfd_create(name, os.MFD_CLOEXEC)
+        os.write(fd, (_HERE / name).read_bytes())
+        os.lseek(fd, 0, os.SEEK_SET)
+        fds.append(fd)
+    return fds
+
+
+def bwrap_argv(tmp_size_mb: int, fds: list[int]) -> list[str]:
     """bwrap options for one zygote: every namespace unshared (no network), an unprivileged user, a read-only root
     with a read-only system, no project, home or host /tmp, a fresh /proc, a read-only minimal /dev, and the only
-    writable places: size-capped tmpfs /tmp and /dev/shm (wiped after every execution);
+    writable places: size-capped tmpfs /tmp and /dev/shm (wiped after every execution); no /proc/sys, no /sys;
+    the zygote modules copied from ``fds`` (``module_fds``);
     the zygote is PID 1 of its PID namespace, so its death kills every process of the jail."""
     size = str(tmp_size_mb << 20)
     argv = [
         shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--uid", _NOBODY, "--gid", _NOBODY, "--disable-userns",
         "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL", "--hostname", "sandbox",
         *_system_dirs(),
-        "--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+        "--proc", "/proc", "--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys",
+        "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
         "--size", size, "--tmpfs", "/tmp",
     ]
-    for name in ZYGOTE_FILES:
-        argv += ["--ro-bind", str(_HERE / name), f"{_JAIL_DIR}/{name}"]
+    for name, fd in zip(ZYGOTE_FILES, fds):
+        argv += ["--ro-bind-data", str(fd), f"{_JAIL_DIR}/{name}"]
     return argv + ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", HOST_ENV["PATH"], "--setenv", "LANG", "C.UTF-8"]
 
 
-def jail_command(tmp_size_mb: int) -> list[str]:
-    """The full command that starts a jailed zygote."""
-    return bwrap_argv(tmp_size_mb) + [JAIL_PYTHON, "-I", "-B", f"{_JAIL_DIR}/zygote.py", "jail"]
+def jail_command(tmp_size_mb: int, fds: list[int], cgroup_fds: list[int]) -> list[str]:
+    """The full command that starts a jailed zygote; executions join the cgroups open on ``cgroup_fds``."""
+    return bwrap_argv(tmp_size_mb, fds) + [JAIL_PYTHON, "-I", "-B", f"{_JAIL_DIR}/zygote.py", "jail", "-", "-",
+                                           ",".join(map(str, cgroup_fds))]
 
 
-def host_command(scratch: str, uid: int | None) -> list[str]:
+def host_command(scratch: str, uid: int | None, cgroup_fds: list[int]) -> list[str]:
     """The command that starts an unjailed zygote (rlimits-only mode); children switch to ``uid`` when given."""
-    return [JAIL_PYTHON, "-I", "-B", str(_HERE / "zygote.py"), "host", scratch, *([str(uid)] if uid is not None else [])]
+    return [JAIL_PYTHON, "-I", "-B", str(_HERE / "zygote.py"), "host", scratch, str(uid) if uid is not None else "-",
+            ",".join(map(str, cgroup_fds))]
 
 
 @functools.cache
@@ -65,15 +103,23 @@ def check_bubblewrap() -> None:
     if shutil.which("bwrap") is None:
         raise SandboxUnavailable("bubblewrap (bwrap) is not installed; install it with `apt-get install bubblewrap`.")
     check_python()
-    probe = subprocess.run(
-        bwrap_argv(1) + [JAIL_PYTHON, "-I", "-c", "pass"],
-        env=HOST_ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
-    )
-    if probe.returncode != 0:
-        reason = (probe.stderr.strip().splitlines() or ["no error message"])[-1]
+    fds = module_fds()
+    try:
+        probe = subprocess.run(
+            bwrap_argv(1, fds) + [JAIL_PYTHON, "-I", "-c", "pass"], pass_fds=fds, cwd="/", **host_user(),
+            env=HOST_ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
+        )
+        reason = (probe.stderr.strip().splitlines() or ["no error message"])[-1] if probe.returncode else None
+    except OSError as exc:
+        reason = str(exc)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if reason is not None:
         raise SandboxUnavailable(
-            f"bubblewrap cannot create its user namespaces here ({reason}); enable unprivileged user namespaces "
-            "(sysctl kernel.unprivileged_userns_clone=1) or install a setuid bwrap with `apt-get install bubblewrap`."
+            f"bubblewrap cannot create its user namespaces here as uid {jailed_uid()} ({reason}); enable "
+            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or install a setuid bwrap "
+            "with `apt-get install bubblewrap`."
         )
 
 

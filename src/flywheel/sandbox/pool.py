@@ -1,4 +1,9 @@
-"""Host side of the zygote pool: start, talk to, and replace long-lived zygote processes."""
+"""Host side of the zygote pool: start, talk to, and replace long-lived zygote processes.
+
+A worker is replaced when it dies, answers late or garbled, or does not confirm after a reply that the execution
+left it clean (zygote.py: the zygote then exits). That confirmation is awaited when the worker is next taken, not
+before the reply is returned: the reply stands either way, and no execution runs on an unconfirmed worker.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from flywheel.sandbox.jail import HOST_ENV
 
 _START_TIMEOUT_S = 30.0
 _REPLY_GRACE_S = 10.0  # beyond the wall timeout: kill, reap and wipe inside the zygote
+_CLEAN_TIMEOUT_S = 10.0  # for the zygote's "clean" frame after a reply
 
 
 class WorkerLost(RuntimeError):
@@ -25,13 +31,23 @@ class WorkerLost(RuntimeError):
 
 
 class Worker:
-    """One zygote process (bwrap, or python3 in rlimits-only mode) and its request/reply pipes."""
+    """One zygote process (bwrap, or python3 in rlimits-only mode) and its request/reply pipes.
 
-    def __init__(self, command: list[str], cwd: str) -> None:
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=HOST_ENV, cwd=cwd, close_fds=True, start_new_session=True,
-        )
+    ``pass_fds`` are inherited by the zygote; ``cleanup`` runs once the zygote is gone (its cgroups are removed).
+    ``user`` holds Popen's user/group arguments (jail.host_user)."""
+
+    def __init__(self, command: list[str], cwd: str, pass_fds: tuple[int, ...] = (),
+                 cleanup: Callable[[], None] | None = None, user: dict | None = None) -> None:
+        self._cleanup = cleanup
+        self.unconfirmed = False
+        try:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                env=HOST_ENV, cwd=cwd, close_fds=True, start_new_session=True, pass_fds=pass_fds, **(user or {}),
+            )
+        except OSError as exc:
+            self._run_cleanup()
+            raise WorkerLost(f"the zygote did not start: {exc}") from exc
         try:
             ready = wire.recv(self.process.stdout.fileno(), time.monotonic() + _START_TIMEOUT_S)
             if ready is None or not json.loads(ready).get("ready"):
@@ -48,7 +64,8 @@ class Worker:
         return self.process.pid
 
     def request(self, req: dict[str, Any], args: bytes | None) -> dict[str, Any]:
-        """Send one execution (and its call arguments, in a separate frame) and wait for the reply."""
+        """Send one execution (and its call arguments, in a separate frame) and wait for the reply. The zygote's
+        word that the execution left the worker clean follows: ``confirm_clean`` reads it."""
         try:
             wire.send_json(self.process.stdin.fileno(), req)
             if args is not None:
@@ -61,7 +78,19 @@ class Worker:
         out = json.loads(reply)
         if "error" in out:
             raise WorkerLost(f"the zygote failed: {out['error']}")
+        self.unconfirmed = True
         return out
+
+    def confirm_clean(self) -> bool:
+        """Whether the zygote confirmed that the last execution left the worker clean (False: replace it)."""
+        if not self.unconfirmed:
+            return True
+        try:
+            clean = wire.recv(self.process.stdout.fileno(), time.monotonic() + _CLEAN_TIMEOUT_S)
+            self.unconfirmed = not (clean is not None and json.loads(clean).get("clean") is True)
+        except (OSError, ValueError, TimeoutError, EOFError, AttributeError):
+            pass
+        return not self.unconfirmed
 
     def kill(self) -> None:
         """SIGKILL the zygote. A jailed zygote is PID 1 of its namespace (bwrap --die-with-parent passes the kill on):
@@ -73,6 +102,12 @@ class Worker:
                 pass
         self.process.wait()
         self._close_pipes()
+        self._run_cleanup()
+
+    def _run_cleanup(self) -> None:
+        cleanup, self._cleanup = self._cleanup, None
+        if cleanup is not None:
+            cleanup()
 
     def close(self) -> None:
         """Ask the zygote to exit (end of its request pipe); kill it if it does not within a few seconds."""
@@ -82,6 +117,7 @@ class Worker:
         except (OSError, subprocess.TimeoutExpired):
             self.kill()
         self._close_pipes()
+        self._run_cleanup()
 
     def _close_pipes(self) -> None:
         for pipe in (self.process.stdin, self.process.stdout):
@@ -144,21 +180,28 @@ class Pool:
             return [w.pid for w in self._all]
 
     def execute(self, req: dict[str, Any], args: bytes | None) -> dict[str, Any]:
-        """Run one request on an idle worker; a worker that fails is killed, replaced, and WorkerLost re-raised."""
+        """Run one request on an idle, confirmed-clean worker; a worker that fails is killed, replaced, and
+        WorkerLost re-raised; one that does not confirm it is clean is replaced before it is used again."""
         with self._lock:
             if not self._all:
                 raise WorkerLost("no worker left in the pool (closed, or replacements failed to start)")
         worker = self._idle.get()
+        while not worker.confirm_clean():
+            self._replace(worker)
+            worker = self._idle.get()
         try:
             reply = worker.request(req, args)
         except WorkerLost:
-            worker.kill()
-            with self._lock:
-                self._all.remove(worker)
-            self._add(self._spawn())
+            self._replace(worker)
             raise
         self._idle.put(worker)
         return reply
+
+    def _replace(self, worker: Worker) -> None:
+        worker.kill()
+        with self._lock:
+            self._all.remove(worker)
+        self._add(self._spawn())
 
     def close(self) -> None:
         with self._lock:

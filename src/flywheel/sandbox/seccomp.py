@@ -11,7 +11,13 @@ Policy (default allow, a deny list of kernel-attack-surface and escape syscalls)
   jail's IPC namespace);
 - clone3 fails with ENOSYS (its flags live in memory a filter cannot read; libc then falls back to clone);
 - socket() is allowed for AF_UNIX only (EAFNOSUPPORT otherwise);
-- kill(-1, ...) and kill(1, ...) fail with EPERM (no signalling every process, nor the zygote / host init).
+- kill(-1, ...) and kill(1, ...) fail with EPERM (no signalling every process, nor the zygote / host init), and
+  so do kill, tkill, tgkill, rt_sigqueueinfo and rt_tgsigqueueinfo aimed at 1 or at the ``guard`` PID (the
+  execution's supervisor); pidfd_send_signal fails with EPERM (a /proc/<pid> directory is a pidfd too);
+- calls that change another process's limits or scheduling act on the caller only: prlimit64, sched_setaffinity,
+  sched_setscheduler, sched_setparam, sched_setattr, migrate_pages and move_pages need pid 0, setpriority and
+  ioprio_set need (PRIO_PROCESS / IOPRIO_WHO_PROCESS, 0); otherwise EPERM. (The jail's processes share one uid,
+  so without this an execution could lower its zygote's limits for every later execution.)
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ _RET_K = 0x06
 _OFF_NR = 0
 _OFF_ARCH = 4
 _OFF_ARG0_LOW = 16  # args[0], low 32 bits (little-endian)
+_OFF_ARG1_LOW = 24
+_SELF_ONLY = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr", "migrate_pages",
+              "move_pages")  # first argument: a PID
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 
 _AF_UNIX = 1
 _NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
@@ -49,8 +59,9 @@ _DENIED = (
     "userfaultfd reboot swapon swapoff personality io_uring_setup io_uring_enter io_uring_register "
     "open_by_handle_at name_to_handle_at open_tree move_mount fsopen fsconfig fsmount fspick mount_setattr "
     "pidfd_getfd kcmp acct settimeofday clock_settime adjtimex clock_adjtime syslog quotactl vhangup lookup_dcookie "
-    "shmget semget msgget mq_open"
+    "shmget semget msgget mq_open pidfd_send_signal"
 ).split()
+_SIGNALS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # first argument: the target
 
 # Numbers from <asm/unistd_64.h> (x86-64) and <asm-generic/unistd.h> (aarch64).
 _TABLES: dict[str, tuple[int, dict[str, int]]] = {
@@ -67,6 +78,9 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
         "shmget": 29, "semget": 64, "msgget": 68, "mq_open": 240,
         "iopl": 172, "ioperm": 173, "modify_ldt": 154, "uselib": 134,
         "socket": 41, "clone": 56, "clone3": 435, "kill": 62,
+        "pidfd_send_signal": 424, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+        "prlimit64": 302, "sched_setaffinity": 203, "sched_setscheduler": 144, "sched_setparam": 142,
+        "sched_setattr": 314, "migrate_pages": 256, "move_pages": 279, "setpriority": 141, "ioprio_set": 251,
     }),
     "aarch64": (0xC00000B7, {
         "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "mount": 40, "umount2": 39,
@@ -80,6 +94,9 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
         "clock_adjtime": 266, "syslog": 116, "quotactl": 60, "vhangup": 58, "lookup_dcookie": 18,
         "shmget": 194, "semget": 190, "msgget": 186, "mq_open": 180,
         "socket": 198, "clone": 220, "clone3": 435, "kill": 129,
+        "pidfd_send_signal": 424, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+        "prlimit64": 261, "sched_setaffinity": 122, "sched_setscheduler": 119, "sched_setparam": 118,
+        "sched_setattr": 274, "migrate_pages": 238, "move_pages": 239, "setpriority": 140, "ioprio_set": 30,
     }),
 }
 _X86_ONLY = ("iopl", "ioperm", "modify_ldt", "uselib")
@@ -89,8 +106,17 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k)
 
 
-def build_filter(machine: str | None = None) -> bytes:
-    """The BPF program (packed ``struct sock_filter`` array) for ``machine`` (default: this one)."""
+_GUARD = 0x7FFFFFFF  # placeholder for the guarded PID (above any pid_max), set by ``guarded``
+
+
+def guarded(program: bytes, pid: int) -> bytes:
+    """``program`` with signals to ``pid`` refused too (a cheap patch: the supervisor does this per execution)."""
+    return program.replace(_insn(_JEQ_K, _GUARD, jf=1), _insn(_JEQ_K, pid, jf=1))
+
+
+def build_filter(machine: str | None = None, guard: int = _GUARD) -> bytes:
+    """The BPF program (packed ``struct sock_filter`` array) for ``machine`` (default: this one); signals to PID 1
+    and to ``guard`` (see ``guarded``) are refused."""
     machine = machine or platform.machine()
     if machine not in _TABLES or sys.byteorder != "little":
         raise OSError(f"no seccomp syscall table for {machine} ({sys.byteorder}-endian)")
@@ -121,14 +147,34 @@ def build_filter(machine: str | None = None) -> bytes:
         _insn(_RET_K, eperm),
         _insn(_RET_K, _RET_ALLOW),
     ]
-    prog += [  # kill(pid, sig): not -1 (everyone) nor 1
-        _insn(_JEQ_K, nr["kill"], jf=5),
-        _insn(_LD_W_ABS, _OFF_ARG0_LOW),
-        _insn(_JEQ_K, 0xFFFFFFFF, jt=1),
-        _insn(_JEQ_K, 1, jf=1),
-        _insn(_RET_K, eperm),
-        _insn(_RET_K, _RET_ALLOW),
-    ]
+    for name in _SIGNALS:  # (target, ...): not -1 (everyone), nor 1, nor the guard
+        prog += [
+            _insn(_JEQ_K, nr[name], jf=6),
+            _insn(_LD_W_ABS, _OFF_ARG0_LOW),
+            _insn(_JEQ_K, 0xFFFFFFFF, jt=2),
+            _insn(_JEQ_K, 1, jt=1),
+            _insn(_JEQ_K, guard, jf=1),
+            _insn(_RET_K, eperm),
+            _insn(_RET_K, _RET_ALLOW),
+        ]
+    for name in _SELF_ONLY:  # (pid, ...): pid 0 only
+        prog += [
+            _insn(_JEQ_K, nr[name], jf=4),
+            _insn(_LD_W_ABS, _OFF_ARG0_LOW),
+            _insn(_JEQ_K, 0, jf=1),
+            _insn(_RET_K, _RET_ALLOW),
+            _insn(_RET_K, eperm),
+        ]
+    for name, which in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):  # (which, who, ...)
+        prog += [
+            _insn(_JEQ_K, nr[name], jf=6),
+            _insn(_LD_W_ABS, _OFF_ARG0_LOW),
+            _insn(_JEQ_K, which, jf=3),
+            _insn(_LD_W_ABS, _OFF_ARG1_LOW),
+            _insn(_JEQ_K, 0, jf=1),
+            _insn(_RET_K, _RET_ALLOW),
+            _insn(_RET_K, eperm),
+        ]
     prog.append(_insn(_RET_K, _RET_ALLOW))
     return b"".join(prog)
 
@@ -137,10 +183,13 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+_libc = ctypes.CDLL(None, use_errno=True)  # made once, before the zygote forks
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+
+
 def install(program: bytes) -> None:
     """Set no_new_privs and load ``program`` for this process and every process it creates afterwards."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    libc = _libc
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0:

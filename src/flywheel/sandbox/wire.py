@@ -51,7 +51,12 @@ def recv(fd: int, deadline: float | None = None) -> bytearray | None:
 
 def send(fd: int, payload: bytes) -> None:
     """Write one frame (blocking)."""
-    data = memoryview(_HEADER.pack(len(payload)) + payload)
+    send_raw(fd, _HEADER.pack(len(payload)) + payload)
+
+
+def send_raw(fd: int, payload: bytes) -> None:
+    """Write bytes as they are, no frame (blocking)."""
+    data = memoryview(payload)
     while data:
         data = data[os.write(fd, data):]
 

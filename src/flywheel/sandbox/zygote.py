@@ -1,16 +1,43 @@
-"""Long-lived worker that forks one child per execution (runs with /usr/bin/python3, standard library only).
+"""Long-lived worker that runs one execution at a time (runs with /usr/bin/python3, standard library only).
 
-Usage: ``python3 -I -B zygote.py jail`` inside bubblewrap (it is PID 1 of the jail's PID namespace), or
-``python3 -I -B zygote.py host SCRATCH_DIR [UID]`` for the weaker rlimits-only mode.
+Usage: ``python3 -I -B zygote.py jail - - CGROUP_FDS`` inside bubblewrap (it is PID 1 of the jail's PID namespace),
+or ``python3 -I -B zygote.py host SCRATCH_DIR UID|- CGROUP_FDS`` for the weaker rlimits-only mode.
 
-Protocol on fds 0 (requests) and 1 (replies), frames from ``wire``: the zygote sends ``{"ready": true}``, then
-for each request frame (JSON: code, stdin, limits, wall_timeout_s, output_limit, result_limit, tests) it
-forks a child, and, for a test request, only then reads the next frame: the call arguments. They are relayed
-to the child after the child reports on its result pipe that the candidate code has run, from a buffer that is
-zeroed afterwards, so no later child inherits them either. The reply carries the child's raw outputs; the
-zygote computes no verdict.
+Threat: candidate code that tries to read an earlier execution's data (requests, hidden-test arguments, returned
+values, files), to leave something for a later one, or to change the worker that later executions fork from.
 
-Every process of an execution is killed and reaped before the reply, and the writable places are wiped.
+Three generations of processes, so that no execution inherits another's data:
+- the zygote (Z) never reads a request, a reply or a name a candidate chose: its memory holds only this module's
+  state. It forks one *supervisor* at a time and waits for it.
+- the supervisor (S), a fresh fork of Z, serves exactly one request. It forks the candidate's process (C) ahead
+  of the request (C waits for it on a pipe, so neither fork is on the request's path), reads the request from
+  fd 0, hands it to C, relays stdin and call arguments, collects capped outputs, kills and reaps every process of
+  the execution, sends the reply on fd 1, wipes the writable places (completely, or it exits with an error: a
+  wipe is never silently partial), and exits.
+- C, while it waits, sets its OOM score to the highest, drops every other descriptor, the environment and (host
+  mode) its uid, and installs the seccomp filter (seccomp.py); then it reads its request, applies the request's
+  rlimits (limits.py), and runs the candidate code.
+Z joins the worker's cgroups (fds in CGROUP_FDS; cgroup.py) at start, so S and C are born in them.
+C and its children are forks of S made before S read anything, and C receives only its own request.
+
+Protocol on fds 0 (requests) and 1 (replies), frames from ``wire``: Z sends ``{"ready": true}``; per request frame
+(JSON: code, stdin, limits, wall_timeout_s, output_limit, result_limit, tests) S sends the reply, then Z sends
+``{"clean": true}`` once it has checked that the execution left nothing behind: S exited normally (its wipe
+completed), no process is left in the jail, the writable places are empty with their original mode and no
+extended attributes, and Z's own limits, priority, scheduling, CPU affinity, I/O priority, cgroups and OOM score
+are what they were at start. Otherwise Z exits instead. The host takes a worker for a new execution only after
+its "clean" (pool.py), and replaces it when that does not come. For a test request, S reads the call arguments
+(a second frame) only after forking C, relays them once C writes to its result pipe (after the candidate code
+ran, unless the candidate writes there itself), and zeroes its buffer; S computes no verdict.
+
+C cannot change S or Z: seccomp refuses prlimit, setpriority, ioprio_set and sched_set* on any process but the
+caller, and signals to S and to PID 1; Z and S are not dumpable (no /proc/<pid>/mem, no ptrace); Z is PID 1 of
+the jail (the kernel drops signals to it from inside anyway). Should S die or hang all the same, that execution
+is lost and the worker replaced (Z exits; the host's reply deadline).
+
+Not covered: counters the kernel keeps per jail and that an execution can advance (the PID counter of the jail's
+PID namespace, tmpfs inode numbers), and timing (page cache, CPU), can carry a few bits from a cooperating earlier
+execution on the same worker to a later one.
 """
 
 from __future__ import annotations
@@ -22,6 +49,7 @@ import fcntl
 import io
 import json
 import os
+import resource
 import secrets
 import select
 import shutil
@@ -42,6 +70,9 @@ import bisect, collections, dataclasses, functools, heapq, itertools, math, rand
 
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
+_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+_EOF = 100  # a supervisor's exit code when the request pipe is closed
+_ROOT_MODE = 0o755
 _LOADED = b"L\n"  # first bytes a test child writes on its result pipe, once the candidate code has run
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 _CHUNK = 1 << 16
@@ -55,13 +86,16 @@ class _Context:
         self.jail = argv[1] == "jail"
         self.scratch_root = "/tmp" if self.jail else argv[2]
         self.wipe_roots = ["/tmp", "/dev/shm"] if self.jail else [self.scratch_root]
-        self.uid = int(argv[3]) if not self.jail and len(argv) > 3 else None
-        self.filter = seccomp.build_filter()
+        self.uid = int(argv[3]) if argv[3] != "-" else None
+        self.cgroup_fds = [int(fd) for fd in argv[4].split(",") if fd]
+        self.filter = seccomp.build_filter()  # each supervisor adds itself as the guarded PID
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _prctl(option: int, value: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+    if _libc.prctl(option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option})")
 
 
@@ -75,13 +109,27 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _child(ctx: _Context, req: dict, scratch: str, fds: list[int]) -> None:
-    """In the forked child: confine, run the candidate code, then (test mode) call the function per case.
+def _read_to_end(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, _CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
-    ``fds`` become 0..4: stdin, stdout, stderr, result (write end), args (read end); every other fd is closed.
+
+def _child(ctx: _Context, scratch: str, pipes: _Pipes) -> None:
+    """In the child, forked before the request arrives: confine (all that does not depend on the request comes
+    first, off the request's path), read the request, run the candidate code, then (test mode) call the function
+    per case.
+
+    The pipes' child ends become 0..4: stdin, stdout, stderr, and in test mode result (write end) and args (read
+    end); every other fd is closed.
     """
     os.setsid()
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+    _prctl(_PR_SET_DUMPABLE, 1)  # for a moment: /proc/self/oom_score_adj is ours to write only while dumpable
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")  # the OOM killer takes the execution's processes before the zygote or the supervisor
+    _prctl(_PR_SET_DUMPABLE, 0)
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in [*pipes.child_fds(), pipes.ends["request"][0]]]
     for target, fd in enumerate(high):
         os.dup2(fd, target)
     os.closerange(len(high), os.sysconf("SC_OPEN_MAX"))
@@ -92,8 +140,13 @@ def _child(ctx: _Context, req: dict, scratch: str, fds: list[int]) -> None:
         os.setgroups([])
         os.setgid(ctx.uid)
         os.setuid(ctx.uid)
-    limits.apply(req["limits"])
     seccomp.install(ctx.filter)
+    req = json.loads(_read_to_end(5))
+    os.close(5)
+    if req["tests"] is None:
+        os.close(3)
+        os.close(4)
+    limits.apply(req["limits"])
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
@@ -131,22 +184,33 @@ def _child(ctx: _Context, req: dict, scratch: str, fds: list[int]) -> None:
     os._exit(code)
 
 
-def _strays(ctx: _Context) -> list[int]:
-    """Processes left over: in the jail every PID but ours; in host mode our children (orphans are re-parented
-    to us, a child subreaper)."""
+def _children() -> list[int]:
+    """Our live children (orphans of the execution are re-parented to us: we are a child subreaper)."""
     me, found = os.getpid(), []
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        if not ctx.jail:
+        if name.isdigit():
             try:
                 with open(f"/proc/{name}/stat", "rb") as f:
-                    if int(f.read().rsplit(b")", 1)[1].split()[1]) != me:
-                        continue
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == me:
+                        found.append(int(name))
             except (OSError, IndexError, ValueError):
-                continue
-        found.append(int(name))
+                pass
     return found
+
+
+def _reap_everything(ctx: _Context) -> None:
+    """SIGKILL every other process of the execution and reap them all. In the jail, kill(-1) reaches every process
+    of the PID namespace but init and us; in host mode, our children (repeated: orphans keep arriving)."""
+    while True:
+        for target in [-1] if ctx.jail else _children():
+            try:
+                os.kill(target, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 
 def _kill_all(ctx: _Context, pid: int) -> int:
@@ -157,47 +221,72 @@ def _kill_all(ctx: _Context, pid: int) -> int:
         except ProcessLookupError:
             pass
     _, status = os.waitpid(pid, 0)
-    while strays := _strays(ctx):
-        if ctx.jail:
-            os.kill(-1, signal.SIGKILL)  # every process of the PID namespace except its init: us
-        for stray in strays:
-            try:
-                if not ctx.jail:
-                    os.kill(stray, signal.SIGKILL)
-                os.waitpid(stray, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass  # gone, or not yet re-parented to us: the next scan sees it again
+    _reap_everything(ctx)
     return status
 
 
 def _wipe(root: str) -> None:
-    """Delete everything under ``root`` (modes first: the candidate may have made directories unreadable)."""
-    os.chmod(root, 0o711)
-    for dirpath, dirnames, _ in os.walk(root):
-        for name in dirnames:
-            path = os.path.join(dirpath, name)
-            if not os.path.islink(path):
-                os.chmod(path, 0o700)
-    for name in os.listdir(root):
-        path = os.path.join(root, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            os.unlink(path)
+    """Delete everything under ``root`` and reset the root itself (mode, extended attributes, times), or raise
+    OSError: a wipe that cannot finish (descriptors, depth, permissions) is never silently partial."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one descriptor per level of a deep tree
+    os.chmod(root, 0o700)
+    if not _remove_all(root, []):  # the candidate may have made directories unreadable: open them up, retry
+        for dirpath, dirnames, _ in os.walk(root):
+            for name in dirnames:
+                path = os.path.join(dirpath, name)
+                if not os.path.islink(path):
+                    os.chmod(path, 0o700)
+        failures = []
+        if not _remove_all(root, failures):
+            raise OSError(f"the wipe of {root} is incomplete: {failures[:1]}")
+    for name in os.listxattr(root):
+        os.removexattr(root, name)
+    os.chmod(root, _ROOT_MODE)
+    os.utime(root, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _remove_all(root: str, failures: list) -> bool:
+    """Remove every entry of ``root``; whether it is empty afterwards (errors go to ``failures``)."""
+    for entry in os.scandir(root):
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, onerror=lambda *err: failures.append(err[2]))
+            else:
+                os.unlink(entry.path)
+        except OSError as exc:
+            failures.append(exc)
+    return not failures and not os.listdir(root)
+
+
+def _is_clean(root: str) -> bool:
+    """Empty, no extended attributes, the mode and modification time the wipe sets."""
+    st = os.stat(root)
+    return not os.listdir(root) and not os.listxattr(root) and st.st_mode & 0o7777 == _ROOT_MODE and st.st_mtime == 0
+
+
+def _own_state() -> tuple:
+    """What an execution must not be able to change about the zygote (checked after each one)."""
+    rlimits = tuple(resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_"))
+    with open("/proc/self/cgroup") as cg, open("/proc/self/oom_score_adj") as oom:
+        files = cg.read(), oom.read()
+    ioprio = _libc.syscall(_IOPRIO_GET.get(os.uname().machine, -1), 1, 0)
+    return (rlimits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), os.sched_getparam(0).sched_priority,
+            sorted(os.sched_getaffinity(0)), ioprio, files)
 
 
 class _Pipes:
-    """The pipes of one execution, each end closed exactly once."""
+    """The pipes of one execution, each end closed exactly once; "request" carries the request to the child."""
 
-    def __init__(self, tests: bool) -> None:
-        names = ("stdin", "stdout", "stderr") + (("result", "args") if tests else ())
-        self.ends = {name: os.pipe() for name in names}
+    def __init__(self) -> None:
+        self.ends = {name: os.pipe() for name in ("stdin", "stdout", "stderr", "result", "args", "request")}
         self.open = {fd for pair in self.ends.values() for fd in pair}
 
-    def child_fds(self) -> list[int]:
+    def child_fds(self, tests: bool = True) -> list[int]:
         e = self.ends
         fds = [e["stdin"][0], e["stdout"][1], e["stderr"][1]]
-        return fds + ([e["result"][1], e["args"][0]] if "args" in e else [])
+        return fds + ([e["result"][1], e["args"][0]] if tests else [])
 
     def close(self, *fds: int) -> None:
         for fd in fds:
@@ -206,26 +295,36 @@ class _Pipes:
                 os.close(fd)
 
 
-def _execute(ctx: _Context, req: dict) -> dict:
+def _fork_child(ctx: _Context) -> tuple[int, _Pipes]:
+    """Fork the execution's process ahead of its request, in its private directory; it waits for the request."""
     scratch = os.path.join(ctx.scratch_root, "run-" + secrets.token_hex(8))
     os.mkdir(scratch, 0o700)
     if ctx.uid is not None:
         os.chown(scratch, ctx.uid, ctx.uid)
+    pipes = _Pipes()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child(ctx, scratch, pipes)
+        finally:
+            os._exit(127)
+    pipes.close(*pipes.child_fds(), pipes.ends["request"][0])
+    return pid, pipes
+
+
+def _execute(ctx: _Context, frame: bytearray, pid: int, pipes: _Pipes) -> dict:
+    """Hand the request to the waiting child, supervise it, kill and reap every process of the execution."""
+    req = json.loads(frame)
     tests = req["tests"] is not None
-    pipes = _Pipes(tests)
     caps = {"stdout": int(req["output_limit"]), "stderr": int(req["output_limit"]), "result": int(req["result_limit"])}
     streams = _Streams(caps if tests else {n: caps[n] for n in ("stdout", "stderr")})
+    args = None
     try:
-        start = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _child(ctx, req, scratch, pipes.child_fds())
-            finally:
-                os._exit(127)
-        pipes.close(*pipes.child_fds())
-        args = wire.recv(0) if tests else None  # read only after the fork: never in a child's memory
         try:
+            wire.send_raw(pipes.ends["request"][1], frame)
+            pipes.close(pipes.ends["request"][1])
+            start = time.monotonic()
+            args = wire.recv(0) if tests else None  # read only after the fork: never in a child's memory
             timed_out, end = _supervise(req, pid, pipes, streams, args, start)
         finally:
             status = _kill_all(ctx, pid)
@@ -234,8 +333,6 @@ def _execute(ctx: _Context, req: dict) -> dict:
         outputs = streams.drain(pipes)
     finally:
         pipes.close(*list(pipes.open))
-        for root in ctx.wipe_roots:
-            _wipe(root)
     return {"exit_code": os.waitstatus_to_exitcode(status), "timed_out": timed_out, "wall_s": end - start, **outputs}
 
 
@@ -318,20 +415,64 @@ def _supervise(
         os.close(pidfd)
 
 
+def _serve(ctx: _Context) -> int:
+    """The supervisor: one request, one reply; its exit code tells the zygote how it went. The execution's process
+    is forked before the request is read, so that the fork is not on the request's path."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    ctx.filter = seccomp.guarded(ctx.filter, os.getpid())
+    pid, pipes = _fork_child(ctx)
+    frame = wire.recv(0)
+    if frame is None:
+        _kill_all(ctx, pid)
+        return _EOF
+    try:
+        reply, code = _execute(ctx, frame, pid, pipes), 0
+    except Exception:
+        reply, code = {"error": traceback.format_exc(limit=3)[-2000:]}, 1
+    wire.send_json(1, reply)  # every process of the execution is dead: its outputs are complete
+    try:
+        for root in ctx.wipe_roots:
+            _wipe(root)
+    except Exception:  # RecursionError too: the zygote, seeing code 1, retires the worker
+        code = 1
+    return code
+
+
+def _fork_supervisor(ctx: _Context) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = _serve(ctx)
+        finally:
+            os._exit(code)
+    return pid
+
+
 def main(argv: list[str]) -> None:
     ctx = _Context(argv)
+    for fd in ctx.cgroup_fds:  # join the worker's capped groups ("0": this process): everything forked later is born
+        os.write(fd, b"0")     # in them; then the descriptors go
+        os.close(fd)
     _prctl(_PR_SET_DUMPABLE, 0)  # no /proc/<pid>/mem, fd, environ access to us from the children
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     for fd in (0, 1):
         os.set_inheritable(fd, False)
+    for root in ctx.wipe_roots:  # the first execution finds the roots as every later one will
+        _wipe(root)
+    baseline = _own_state()
+    supervisor = _fork_supervisor(ctx)
     wire.send_json(1, {"ready": True})
-    while (frame := wire.recv(0)) is not None:
-        try:
-            reply = _execute(ctx, json.loads(frame))
-        except Exception:
-            reply = {"error": traceback.format_exc(limit=3)[-2000:]}
-        wire.send_json(1, reply)
+    while True:
+        _, status = os.waitpid(supervisor, 0)
+        if os.waitstatus_to_exitcode(status) == _EOF:
+            return
+        _reap_everything(ctx)
+        if status != 0 or _own_state() != baseline or not all(_is_clean(root) for root in ctx.wipe_roots):
+            sys.exit(3)  # the host sees the end of the pipe instead of "clean" and replaces this worker
+        supervisor = _fork_supervisor(ctx)  # ready before the host sends the next request
+        wire.send_json(1, {"clean": True})
 
 
 if __name__ == "__main__":
