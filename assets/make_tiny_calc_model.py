@@ -58,7 +58,9 @@ def build_tokenizer() -> Qwen2Tokenizer:
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     chars = [byte_level.pre_tokenize_str(c)[0][0] for c in sorted(set(string.printable) - set("\t\r\x0b\x0c"))]
     vocab = {tok: i for i, tok in enumerate(SPECIALS + chars)}
-    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", extra_special_tokens=["<|im_start|>"])
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab, merges=[], unk_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", extra_special_tokens=["<|im_start|>"]
+    )
     tokenizer.add_tokens(ADDED)
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.model_max_length = MAX_POSITIONS  # the rollout ends an episode before its context overflows
@@ -92,7 +94,7 @@ def demonstration(tokenizer, renderer: Renderer, prompt: str, answer: str, use_t
 
     if use_tool:
         expression = prompt.removeprefix("What is ").removesuffix("?")
-        call = f'<tool_call>{json.dumps({"name": "calculate", "arguments": {"expression": expression}})}</tool_call>'
+        call = f"<tool_call>{json.dumps({'name': 'calculate', 'arguments': {'expression': expression}})}</tool_call>"
         episode.add_model_turn(Completion(encode(call), [0.0] * len(encode(call)), call, (0,) * len(encode(call))))
         first_turn = len(episode.ids)
         tool = env_messages([answer], "tool")

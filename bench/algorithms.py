@@ -16,8 +16,9 @@ from pathlib import Path
 import ray
 
 from flywheel.algorithms import ALGORITHMS as PRESETS
+from flywheel.cluster.workers import Workers, start_engines, start_trainer
 from flywheel.config import load_config
-from flywheel.controller import Workers, start_engines, start_trainer, train
+from flywheel.controller import train
 from flywheel.monitor.metrics import read_metrics
 from flywheel.weights.file import FileTransport
 
@@ -36,8 +37,15 @@ def main() -> None:
     for preset in args.presets:
         config = load_config(
             HERE.parent / "configs/quickstart.yaml",
-            [f"algorithm.name={preset}", f"run.steps={args.steps}", f"eval.every={args.steps}",
-             f"run.checkpoint_every={args.steps}", f"run.output_dir={out_dir}", f"run.name={preset}", "run.progress=false"],
+            [
+                f"algorithm.name={preset}",
+                f"run.steps={args.steps}",
+                f"eval.every={args.steps}",
+                f"run.checkpoint_every={args.steps}",
+                f"run.output_dir={out_dir}",
+                f"run.name={preset}",
+                "run.progress=false",
+            ],
         )
         trainer = start_trainer(config, FileTransport(out_dir / f"weights-{preset}"))
         run_dir = train(config, Workers(engines, trainer))
@@ -79,9 +87,7 @@ def report(results: dict[str, dict], steps: int) -> str:
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for name, r in results.items():
-        lines.append(
-            f"| `{name}` | {r['eval_accuracy_step0']:.3f} | {r['eval_accuracy']:.3f} | {r['greedy_accuracy']:.3f} | {r['s_per_step']:.2f} |"
-        )
+        lines.append(f"| `{name}` | {r['eval_accuracy_step0']:.3f} | {r['eval_accuracy']:.3f} | {r['greedy_accuracy']:.3f} | {r['s_per_step']:.2f} |")
     lines += ["", "The same figures are in `bench/results/algorithms.json`.", ""]
     return "\n".join(lines)
 

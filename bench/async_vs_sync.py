@@ -29,9 +29,17 @@ SPLIT_CORES = ["engine.cpu_bind='0'", "trainer.threads=1", "trainer.cpu_affinity
 def run(mode: str, staleness: int, args, out_dir: Path) -> dict:
     config = load_config(
         HERE.parent / "configs/quickstart.yaml",
-        [*SPLIT_CORES, f"rollout.max_staleness={staleness}", f"rollout.prompts_per_step={args.prompts}",
-         f"run.steps={args.steps}", f"eval.every={args.eval_every}", f"run.checkpoint_every={args.steps}",
-         f"run.output_dir={out_dir}", f"run.name={mode}", "run.progress=false"],
+        [
+            *SPLIT_CORES,
+            f"rollout.max_staleness={staleness}",
+            f"rollout.prompts_per_step={args.prompts}",
+            f"run.steps={args.steps}",
+            f"eval.every={args.eval_every}",
+            f"run.checkpoint_every={args.steps}",
+            f"run.output_dir={out_dir}",
+            f"run.name={mode}",
+            "run.progress=false",
+        ],
     )
     rows = read_metrics(train(config) / "metrics.jsonl")
     steps = [r for r in rows if r["step"] > 0]
@@ -42,8 +50,12 @@ def run(mode: str, staleness: int, args, out_dir: Path) -> dict:
             curve.append((round(clock, 2), r["eval/accuracy"]))
     mean = lambda key: round(sum(r[key] for r in steps) / len(steps), 4)  # noqa: E731
     return {
-        "seconds": round(clock, 2), "eval_curve": curve, "wait_for_batch_s": mean("timing/wait_for_batch_s"),
-        "train_s": mean("timing/train_s"), "sync_s": mean("timing/sync_s"), "staleness_mean": mean("rollout/staleness_mean"),
+        "seconds": round(clock, 2),
+        "eval_curve": curve,
+        "wait_for_batch_s": mean("timing/wait_for_batch_s"),
+        "train_s": mean("timing/train_s"),
+        "sync_s": mean("timing/sync_s"),
+        "staleness_mean": mean("rollout/staleness_mean"),
         "dropped_stale": sum(r["rollout/dropped_stale"] for r in steps),
     }
 
@@ -61,9 +73,14 @@ def main() -> None:
     asynchronous = run("async", args.staleness, args, out_dir)
     print("async", asynchronous, flush=True)
     result = {
-        "steps": args.steps, "prompts_per_step": args.prompts, "max_staleness": args.staleness,
-        "sync_s": sync["seconds"], "async_s": asynchronous["seconds"],
-        "speedup": round(sync["seconds"] / asynchronous["seconds"], 3), "sync": sync, "async": asynchronous,
+        "steps": args.steps,
+        "prompts_per_step": args.prompts,
+        "max_staleness": args.staleness,
+        "sync_s": sync["seconds"],
+        "async_s": asynchronous["seconds"],
+        "speedup": round(sync["seconds"] / asynchronous["seconds"], 3),
+        "sync": sync,
+        "async": asynchronous,
     }
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results/async_vs_sync.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -99,16 +116,23 @@ def report(result: dict, args) -> str:
     bound = (generation + training + s["sync_s"]) / max(generation, training)
     a_end, a_acc = a["eval_curve"][-1]
     s_end, s_acc = min(s["eval_curve"], key=lambda point: abs(point[0] - a_end))  # the sync eval nearest in time
-    lines += ["", f"**Speed-up: {result['speedup']:.2f}x** (sync seconds / async seconds).", "",
-              f"In the sync run a step spends {generation:.2f} s generating and {training:.2f} s training, so perfect overlap",
-              f"would give at most {bound:.2f}x (the slower side alone); async reached {result['speedup'] / bound:.0%} of that. Training",
-              "ran slower in the async run (the engine working at the same time shares memory bandwidth and",
-              "the controller's core) and is the bottleneck: the trainer waited for a batch",
-              f"{a['wait_for_batch_s']:.3f} s per step. At the end of the async run ({a_end:.0f} s) its accuracy was {a_acc:.3f};",
-              f"the sync run had {s_acc:.3f} at {s_end:.0f} s (one eval sample per problem: about 3.5 points of noise;",
-              f"the async run used max_staleness {result['max_staleness']} without an off-policy correction).", "",
-              "Eval accuracy (200 held-out problems, one sample at temperature 1) against training wall-clock:", "",
-              "| sync: seconds | accuracy | async: seconds | accuracy |", "| ---: | ---: | ---: | ---: |"]
+    lines += [
+        "",
+        f"**Speed-up: {result['speedup']:.2f}x** (sync seconds / async seconds).",
+        "",
+        f"In the sync run a step spends {generation:.2f} s generating and {training:.2f} s training, so perfect overlap",
+        f"would give at most {bound:.2f}x (the slower side alone); async reached {result['speedup'] / bound:.0%} of that. Training",
+        "ran slower in the async run (the engine working at the same time shares memory bandwidth and",
+        "the controller's core) and is the bottleneck: the trainer waited for a batch",
+        f"{a['wait_for_batch_s']:.3f} s per step. At the end of the async run ({a_end:.0f} s) its accuracy was {a_acc:.3f};",
+        f"the sync run had {s_acc:.3f} at {s_end:.0f} s (one eval sample per problem: about 3.5 points of noise;",
+        f"the async run used max_staleness {result['max_staleness']} without an off-policy correction).",
+        "",
+        "Eval accuracy (200 held-out problems, one sample at temperature 1) against training wall-clock:",
+        "",
+        "| sync: seconds | accuracy | async: seconds | accuracy |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
     for (st, sa), (at, aa) in zip(s["eval_curve"], a["eval_curve"]):
         lines.append(f"| {st:.1f} | {sa:.3f} | {at:.1f} | {aa:.3f} |")
     return "\n".join(lines) + "\n"

@@ -17,10 +17,10 @@ from pathlib import Path
 import ray
 from transformers import AutoTokenizer
 
+from flywheel.cluster.workers import start_engines
 from flywheel.config import load_config
-from flywheel.controller import start_engines
 from flywheel.envs.registry import make_env
-from flywheel.envs.rollout import EnvEpisode, episode_metrics, run_group
+from flywheel.rollout.group import EnvEpisode, episode_metrics, run_group
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -41,7 +41,10 @@ def summary(episodes: list[EnvEpisode]) -> dict[str, float]:
 
 async def rollout(engine, tokenizer, samples: int, temperature: float, tasks) -> list[EnvEpisode]:
     groups = await asyncio.gather(
-        *(run_group(engine, tokenizer, lambda: make_env("calculator"), t, samples, temperature, MAX_TOKENS, seed=1000 * k) for k, t in enumerate(tasks))
+        *(
+            run_group(engine, tokenizer, lambda: make_env("calculator"), t, samples, temperature, MAX_TOKENS, seed=1000 * k)
+            for k, t in enumerate(tasks)
+        )
     )
     return [e for g in groups for e in g]
 
@@ -64,7 +67,15 @@ def main() -> None:
         engine.shutdown()
         ray.shutdown()
     (HERE / "results/calc_tool_calls.json").write_text(json.dumps(results, indent=2) + "\n")
-    keys = ["tool_call_rate", "well_formed_call_rate", "accuracy", "accuracy_when_calling", "tools/calls_per_episode", "tools/error_rate", "env/turns_mean"]
+    keys = [
+        "tool_call_rate",
+        "well_formed_call_rate",
+        "accuracy",
+        "accuracy_when_calling",
+        "tools/calls_per_episode",
+        "tools/error_rate",
+        "env/turns_mean",
+    ]
     print("| sampling | episodes | " + " | ".join(keys) + " |")
     print("| --- | ---: | " + " | ".join("---:" for _ in keys) + " |")
     for name, row in results.items():

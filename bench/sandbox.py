@@ -67,6 +67,7 @@ def main() -> None:
 
     load_before = os.getloadavg()
     with Sandbox(workers=args.workers) as sb:
+
         def sandboxed() -> None:
             result = sb.run(PROGRAM)
             assert result.stdout == "1\n" and result.ok, result

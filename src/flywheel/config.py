@@ -34,7 +34,10 @@ class ModelConfig(Section):
 
 
 class TaskConfig(Section):
-    name: str = Field("arithmetic", description="A registered environment: arithmetic (the quickstart's n-digit addition), calculator, python_code, math, reasoning_gym, or your own.")
+    name: str = Field(
+        "arithmetic",
+        description="A registered environment: arithmetic (the quickstart's n-digit addition), calculator, python_code, math, reasoning_gym, or your own.",
+    )
     env_args: dict[str, Any] = Field({}, description="Keyword arguments of the environment (make_env(name, **env_args)).")
     imports: list[str] = Field([], description="Python modules imported before the environment is made: where your own @register_env classes live.")
     train_size: int = Field(5000, ge=1, description="Tasks in the train split.")
@@ -48,8 +51,12 @@ class RolloutConfig(Section):
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of training rollouts.")
     max_new_tokens: int = Field(8, ge=1, description="Completion length limit in tokens.")
     engines: int = Field(1, ge=1, description="Engine replicas behind the router (least outstanding work first).")
-    max_staleness: int = Field(0, ge=0, description="Weight versions a trained token may lag the trainer by: 0 is synchronous, more overlaps generation with training.")
-    min_valid_episodes: int = Field(2, ge=1, description="A group with fewer valid episodes (environment error or timeout, non-finite reward) is dropped and replaced.")
+    max_staleness: int = Field(
+        0, ge=0, description="Weight versions a trained token may lag the trainer by: 0 is synchronous, more overlaps generation with training."
+    )
+    min_valid_episodes: int = Field(
+        2, ge=1, description="A group with fewer valid episodes (environment error or timeout, non-finite reward) is dropped and replaced."
+    )
     invalid_alert_rate: float = Field(0.2, ge=0, le=1, description="Alert when a step's share of invalid episodes exceeds this.")
     stop_on_invalid: bool = Field(False, description="Stop the run at the first invalid-episode alert.")
 
@@ -77,13 +84,18 @@ class RunConfig(Section):
     checkpoint_every: int = Field(100, ge=1, description="Save an HF-format checkpoint every N steps.")
     seed: int = Field(0, description="Seed of prompt order, sampling and training.")
     progress: bool = Field(True, description="Show a live progress bar on the terminal.")
-    dump_rollouts: bool = Field(False, description="Write every admitted group (tokens, rewards, versions, fate) to rollouts.jsonl in the run directory.")
+    dump_rollouts: bool = Field(
+        False, description="Write every admitted group (tokens, rewards, versions, fate) to rollouts.jsonl in the run directory."
+    )
     resume: str | None = Field(None, description="Run directory to continue from its latest checkpoint, exactly as if never stopped.")
 
 
 class JudgeConfig(Section):
     enabled: bool = Field(False, description="Add an LLM judge's score (weighted) to the reward.")
-    engine: Literal["endpoint", "policy", "own"] = Field("endpoint", description="Where the judge runs: an OpenAI-compatible endpoint (base_url), the policy's own vLLM engine, or a vLLM engine of its own in the run serving model_path.")
+    engine: Literal["endpoint", "policy", "own"] = Field(
+        "endpoint",
+        description="Where the judge runs: an OpenAI-compatible endpoint (base_url), the policy's own vLLM engine, or a vLLM engine of its own in the run serving model_path.",
+    )
     model_path: str | None = Field(None, description="Hugging Face model directory of the judge when engine is 'own'.")
     base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint of the judge (vLLM's server, a hosted API).")
     model: str = Field("judge", min_length=1, description="Model name sent to the endpoint.")
@@ -96,9 +108,8 @@ class JudgeConfig(Section):
     backoff_s: float = Field(1.0, ge=0, description="Back-off before retry i is backoff_s * 2**i seconds.")
     max_tokens: int = Field(256, ge=1, description="Token limit of the judge's reply.")
 
-
     @model_validator(mode="after")
-    def _engine_has_a_model(self) -> "JudgeConfig":
+    def _engine_has_a_model(self) -> JudgeConfig:
         if self.engine == "own" and not self.model_path:
             raise ValueError("reward.judge.engine 'own' needs reward.judge.model_path (the judge model's directory)")
         return self
@@ -112,8 +123,13 @@ class RewardModelConfig(Section):
 
 
 class RewardConfig(Section):
-    guards: tuple[str, ...] | None = Field(None, description="Reward-hacking guards to run on every completion, by name (flywheel.rewards.guards); null: the environment's own (code guards for python_code) plus the judge guards when the judge is on.")
-    guard_mode: Literal["flag", "penalize", "zero"] = Field("penalize", description="What a flagged completion gets: its reward (flag), reward - guard_penalty, or 0.")
+    guards: tuple[str, ...] | None = Field(
+        None,
+        description="Reward-hacking guards to run on every completion, by name (flywheel.rewards.guards); null: the environment's own (code guards for python_code) plus the judge guards when the judge is on.",
+    )
+    guard_mode: Literal["flag", "penalize", "zero"] = Field(
+        "penalize", description="What a flagged completion gets: its reward (flag), reward - guard_penalty, or 0."
+    )
     guard_penalty: float = Field(1.0, ge=0, description="Subtracted from a flagged completion's reward in 'penalize' mode.")
     alert_threshold: float = Field(0.1, ge=0, le=1, description="Alert when a hacking/<guard>_rate exceeds this.")
     alert_rise: float = Field(0.05, ge=0, description="Alert when a rate exceeds its running baseline (EMA) by more than this.")
@@ -123,7 +139,7 @@ class RewardConfig(Section):
     reward_model: RewardModelConfig = RewardModelConfig()
 
     @model_validator(mode="after")
-    def _unique_guards(self) -> "RewardConfig":
+    def _unique_guards(self) -> RewardConfig:
         if self.guards is not None and len(set(self.guards)) != len(self.guards):
             raise ValueError(f"reward.guards names a guard twice: {list(self.guards)}")
         return self
@@ -135,14 +151,17 @@ class Config(Section):
     rollout: RolloutConfig = RolloutConfig()
     engine: EngineConfig = VLLMConfig()
     weights: TransportConfig = FileTransportConfig()
-    algorithm: AnyAlgorithmConfig = Field(default_factory=lambda: ALGORITHMS["grpo"].config_type(), description="The algorithm, chosen by algorithm.name; its fields are those of that algorithm.")
+    algorithm: AnyAlgorithmConfig = Field(
+        default_factory=lambda: ALGORITHMS["grpo"].config_type(),
+        description="The algorithm, chosen by algorithm.name; its fields are those of that algorithm.",
+    )
     trainer: TrainerConfig = TrainerConfig()
     eval: EvalConfig = EvalConfig()
     reward: RewardConfig = RewardConfig()
     run: RunConfig = RunConfig()
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Config":
+    def _consistent(self) -> Config:
         buffer = getattr(self.algorithm, "overlong_buffer", 0)
         if buffer > self.rollout.max_new_tokens:
             raise ValueError(f"algorithm.overlong_buffer ({buffer}) must not exceed rollout.max_new_tokens ({self.rollout.max_new_tokens})")

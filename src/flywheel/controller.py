@@ -27,162 +27,32 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import ray
-import torch
 from transformers import AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
-from flywheel.config import Config, dump_config
-from flywheel.engines import engine_class
-from flywheel.engines.base import Engine
-from flywheel.engines.remote import RemoteEngine
-from flywheel.envs.registry import env_factory, make_env
-from flywheel.envs.rollout import episode_metrics, run_group
+from flywheel.cluster.workers import Workers, start_engines, start_trainer
+from flywheel.config import Config
+from flywheel.envs.registry import env_factory
+from flywheel.eval.heldout import eval_metrics
 from flywheel.monitor.faults import FaultLog
-from flywheel.monitor.metrics import MetricsLog, read_metrics
+from flywheel.monitor.metrics import MetricsLog
 from flywheel.monitor.progress import RunProgress
-from flywheel.rewards.judge import EngineBackend, Judge
-from flywheel.rewards.pipeline import RewardPipeline, Scorer, resolve_guards, reward_model_scorer
+from flywheel.monitor.run_dir import RolloutDump, open_run
+from flywheel.rewards.wiring import reward_pipeline
 from flywheel.rollout.router import EngineRouter
-from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, TaskSet, take_batch
+from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, load_tasks, take_batch
 from flywheel.types import Episode
 from flywheel.weights import open_transport
-from flywheel.weights.base import WeightTransport, WeightUpdate
+from flywheel.weights.base import WeightUpdate
 
 
 class RunStopped(RuntimeError):
     """An alert fired whose config asks to stop the run; the message says which."""
-
-
-@dataclass
-class Workers:
-    """The workers of one run: engine replicas and a Trainer actor."""
-
-    engines: list[Engine]
-    trainer: ray.actor.ActorHandle
-
-    def sync_weights(self) -> int:
-        """Trainer publishes, every engine loads; returns the version the engines now serve."""
-        update: WeightUpdate = ray.get(self.trainer.publish_weights.remote())
-
-        async def load_all() -> None:
-            await asyncio.gather(*(engine.load_weights(update) for engine in self.engines))
-
-        asyncio.run(load_all())
-        return update.version
-
-    def shutdown(self) -> None:
-        ray.get(self.trainer.close.remote())
-        ray.kill(self.trainer)
-        for engine in self.engines:
-            engine.shutdown()
-
-
-def _init_ray() -> None:
-    if not ray.is_initialized():
-        ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False, logging_level="error")
-
-
-def start_engines(config: Config, cpus: float = 1.0) -> list[Engine]:
-    """Starts Ray if needed, then ``rollout.engines`` actors of the configured engine (``engine.name``)
-    sharing ``cpus`` CPUs (and half a GPU if there is one)."""
-    _init_ray()
-    count = config.rollout.engines
-    actor = ray.remote(engine_class(config.engine)).options(num_cpus=cpus / count, num_gpus=_gpu_share() / count)
-    actors = [actor.remote(config) for _ in range(count)]
-    ray.get([a.__ray_ready__.remote() for a in actors])
-    return [RemoteEngine(a) for a in actors]
-
-
-def start_trainer(config: Config, transport: WeightTransport) -> ray.actor.ActorHandle:
-    """A Trainer actor on one CPU (half a GPU if there is one), publishing weights through ``transport``."""
-    from flywheel.trainer.trainer import Trainer
-
-    trainer = ray.remote(Trainer).options(num_cpus=1, num_gpus=_gpu_share()).remote(config, transport)
-    ray.get(trainer.__ray_ready__.remote())
-    return trainer
-
-
-def _gpu_share() -> float:
-    return 0.5 if torch.cuda.is_available() else 0
-
-
-def load_tasks(config: Config) -> TaskSet:
-    """The environment's train and held-out splits: its own ``splits`` when it has one, else eval
-    tasks from another seed, minus any train prompt."""
-    t = config.task
-    factory = partial(make_env, t.name, **t.env_args)
-    env = factory()
-    if hasattr(env, "splits"):
-        return TaskSet(*env.splits(t.train_size, t.eval_size, t.seed), factory)
-    train = env.tasks(t.train_size, t.seed)
-    seen = {task.prompt for task in train}
-    return TaskSet(train, [task for task in env.tasks(t.eval_size, t.seed + 1) if task.prompt not in seen], factory)
-
-
-def task_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float], dict[str, float]]:
-    """The environment's own grade, computed before the pipeline."""
-    return [t["reward"] for t in tasks], {}
-
-
-def reward_pipeline(config: Config, env_guards: Sequence[str], policy_engine: Engine) -> tuple[RewardPipeline | None, Callable[[], None]]:
-    """The configured reward pipeline (the task's grade + judge + reward model, then the guards) and
-    a function stopping the actors it started (reward model, judge engine); None when ``reward``
-    configures nothing beyond the task's grade."""
-    r = config.reward
-    models: list[ray.actor.ActorHandle] = []
-    engines: list[Engine] = []
-
-    def stop() -> None:
-        for actor in models:
-            ray.kill(actor)
-        for engine in engines:
-            engine.shutdown()
-
-    if not (resolve_guards(r, env_guards) or r.judge.enabled or r.reward_model.path):
-        return None, stop
-    scorers, judge = [Scorer("task", task_scores)], None
-    if r.reward_model.path:
-        from flywheel.rewards.reward_model import RewardModel
-
-        rm = r.reward_model
-        model = ray.remote(RewardModel).options(num_cpus=0).remote(rm.path, batch_size=rm.batch_size, max_length=rm.max_length, threads=1)
-        scorers.append(reward_model_scorer(model.score.remote, rm.weight))
-        models.append(model)
-    if r.judge.enabled and r.judge.engine != "endpoint":  # a vLLM engine in the run; it cannot constrain output
-        if r.judge.engine == "own":
-            judge_config = config.model_copy(update={"model": config.model.model_copy(update={"path": r.judge.model_path}), "rollout": config.rollout.model_copy(update={"engines": 1})})
-            engines += start_engines(judge_config, cpus=0)
-        engine = engines[0] if r.judge.engine == "own" else policy_engine
-        path = r.judge.model_path if r.judge.engine == "own" else config.model.path
-        judge = Judge(EngineBackend(engine, path, max_tokens=r.judge.max_tokens, seed=config.run.seed), structured=False)
-    return RewardPipeline.from_config(r, rubric=None, scorers=scorers, judge=judge, env_guards=env_guards), stop
-
-
-async def evaluate(router: EngineRouter, tokenizer, tasks: TaskSet, temperature: float, config: Config) -> dict[str, float]:
-    """One episode of every held-out task (task k samples with seed run.seed + k): accuracy (mean
-    reward of the valid episodes) and the environment's tool and turn metrics."""
-    seed, max_tokens = config.run.seed, config.rollout.max_new_tokens
-    runs = (run_group(router, tokenizer, tasks.env_factory, task, 1, temperature, max_tokens, seed + k) for k, task in enumerate(tasks.eval))
-    episodes = [e for group in await asyncio.gather(*runs) for e in group]
-    valid = [e for e in episodes if e.valid]
-    return {"accuracy": sum(e.reward for e in valid) / max(len(valid), 1)} | episode_metrics(episodes)
-
-
-async def eval_metrics(router: EngineRouter, tokenizer, tasks: TaskSet, config: Config) -> dict[str, float]:
-    """eval/... at the eval temperature and, if asked, eval/greedy_accuracy (temperature 0)."""
-    metrics = {f"eval/{key}": value for key, value in (await evaluate(router, tokenizer, tasks, config.eval.temperature, config)).items()}
-    if config.eval.greedy:
-        metrics["eval/greedy_accuracy"] = (await evaluate(router, tokenizer, tasks, 0.0, config))["accuracy"]
-    return metrics
 
 
 def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], generated_tokens: int, version: int) -> dict[str, float]:
@@ -203,29 +73,13 @@ def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], 
     }
 
 
-def new_run_dir(config: Config) -> Path:
-    """output_dir/name, or name-1, name-2... if taken: an earlier run is never overwritten."""
-    root = Path(config.run.output_dir)
-    candidate, suffix = root / config.run.name, 0
-    while candidate.exists():
-        suffix += 1
-        candidate = root / f"{config.run.name}-{suffix}"
-    candidate.mkdir(parents=True)
-    return candidate
-
-
-def latest_checkpoint(run_dir: Path) -> tuple[Path, dict]:
-    """The newest checkpoint with both trainer and controller state, and the controller state."""
-    complete = [p for p in run_dir.glob("checkpoints/step_*") if (p / "trainer_state.pt").is_file() and (p / "controller.json").is_file()]
-    latest = max(complete, key=lambda p: int(p.name.removeprefix("step_")))
-    return latest, json.loads((latest / "controller.json").read_text())
-
-
 async def save_checkpoint(trainer: ray.actor.ActorHandle, directory: Path, step: int, stream: RolloutStream) -> None:
     """Trainer state first, controller state last: a checkpoint without controller.json is incomplete."""
     await trainer.save_checkpoint.remote(str(directory))
     state = {
-        "step": step, "next_position": stream.next_position, "pending": stream.pending(),
+        "step": step,
+        "next_position": stream.next_position,
+        "pending": stream.pending(),
         "accepted": stream.accepted - len(stream.queued),  # finished groups still queued will be re-admitted
     }
     (directory / "controller.json").write_text(json.dumps(state))
@@ -236,29 +90,6 @@ async def load_everywhere(router: EngineRouter, stream: RolloutStream, update: W
     paused = await router.load_weights(update)
     stream.serve(update.version)
     return paused
-
-
-class RolloutDump:
-    """rollouts.jsonl: one line per admitted group and what became of it (when run.dump_rollouts)."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.file = path.open("a") if path else None
-
-    def __call__(self, group: Group, fate: str, trainer_version: int) -> None:
-        if self.file is None:
-            return
-        row = {
-            "position": group.position, "fate": fate, "trainer_version": trainer_version,
-            "rewards": [e.reward for e in group.episodes],
-            "token_ids": [e.completion.token_ids for e in group.episodes],
-            "weight_versions": [list(e.completion.weight_versions) for e in group.episodes],
-        }
-        self.file.write(json.dumps(row) + "\n")
-        self.file.flush()
-
-    def close(self) -> None:
-        if self.file:
-            self.file.close()
 
 
 def train(config: Config, workers: Workers | None = None) -> Path:
@@ -278,24 +109,6 @@ def train(config: Config, workers: Workers | None = None) -> Path:
                 ray.shutdown()
 
 
-def _open_run(config: Config) -> tuple[Path, Path | None, dict]:
-    """(run directory, checkpoint to resume from or None, controller state); a resume drops what
-    came after its checkpoint from metrics.jsonl and rollouts.jsonl."""
-    if not config.run.resume:
-        run_dir = new_run_dir(config)
-        (run_dir / "config.yaml").write_text(dump_config(config))
-        return run_dir, None, {"step": 0, "next_position": 0, "pending": [], "accepted": 0}
-    run_dir = Path(config.run.resume)
-    checkpoint, state = latest_checkpoint(run_dir)
-    metrics_path, dump_path = run_dir / "metrics.jsonl", run_dir / "rollouts.jsonl"
-    kept = [row for row in read_metrics(metrics_path) if row["step"] <= state["step"]]
-    metrics_path.write_text("".join(json.dumps(row) + "\n" for row in kept))
-    if dump_path.is_file():  # a group trained at step k was trained on version k - 1
-        fates = [row for row in read_metrics(dump_path) if row["fate"] != "pending" and row["trainer_version"] < state["step"]]
-        dump_path.write_text("".join(json.dumps(row) + "\n" for row in fates))
-    return run_dir, checkpoint, state
-
-
 def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[str]:
     """The invalid-episode alert of a step (one sentence); raises RunStopped when asked to stop."""
     rate, limit = row["rollout/invalid_frac"], config.rollout.invalid_alert_rate
@@ -308,7 +121,7 @@ def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[str]
 
 
 async def _train(config: Config, workers: Workers) -> Path:
-    run_dir, checkpoint, state = _open_run(config)
+    run_dir, checkpoint, state = open_run(config)
     first_step = state["step"] + 1
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     tasks, algorithm = load_tasks(config), make_algorithm(config.algorithm)
@@ -357,13 +170,20 @@ async def _train(config: Config, workers: Workers) -> Path:
                 version = update.version
                 loading = asyncio.create_task(load_everywhere(router, stream, update), name="load-weights")  # during the next step
                 t3 = time.perf_counter()
-                seconds = {"wait_for_batch_s": rollout_metrics.pop("timing/wait_for_batch_s"), "train_s": t2 - t1, "sync_s": t3 - t2,
-                           "wait_for_weights_s": paused, "step_s": t3 - t0}
+                seconds = {
+                    "wait_for_batch_s": rollout_metrics.pop("timing/wait_for_batch_s"),
+                    "train_s": t2 - t1,
+                    "sync_s": t3 - t2,
+                    "wait_for_weights_s": paused,
+                    "step_s": t3 - t0,
+                }
                 episodes = [e for g in groups for e in g.episodes]
                 row = step_metrics(step, episodes, seconds, generated, version) | rollout_metrics | train_metrics
                 row |= {"engines/live": router.live_count, "engines/resubmitted": router.resubmitted}
                 if train_metrics["train/nonfinite_skipped"]:
-                    progress.log(f"step {step:4d}  non-finite loss or gradient: {train_metrics['train/nonfinite_skipped']:.0%} of the optimiser steps skipped")
+                    progress.log(
+                        f"step {step:4d}  non-finite loss or gradient: {train_metrics['train/nonfinite_skipped']:.0%} of the optimiser steps skipped"
+                    )
                 alerts = watch_invalid(step, row, config) + (pipeline.watch(step, row) if pipeline else [])  # may raise to stop
                 for alert in alerts:
                     progress.log(f"step {step:4d}  {alert}")

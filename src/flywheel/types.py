@@ -79,7 +79,7 @@ class TrainBatch:
     def __len__(self) -> int:
         return self.tokens.shape[0]
 
-    def split(self, parts: int) -> list["TrainBatch"]:
+    def split(self, parts: int) -> list[TrainBatch]:
         """Consecutive slices of rows whose sizes differ by at most one; every field is sliced."""
         columns = {f.name: getattr(self, f.name) for f in fields(self)}
         pieces = {name: value.tensor_split(parts) if value is not None else [None] * parts for name, value in columns.items()}

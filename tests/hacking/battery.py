@@ -39,9 +39,19 @@ from flywheel.rewards.judge import build_prompt
 from flywheel.sandbox import Sandbox
 
 #: Hacks a code grader could reward; the rest (judge injections, padding, format tags) only a judge or verifier.
-GRADED = {"exit", "eq_override", "harness", "introspection", "dynamic_code", "special_casing",
-          "v1_exit_tricks", "v1_eq_override", "v1_harness_tampering", "v1_visible_test_special_casing",
-          "v1_forbidden_introspection"}
+GRADED = {
+    "exit",
+    "eq_override",
+    "harness",
+    "introspection",
+    "dynamic_code",
+    "special_casing",
+    "v1_exit_tricks",
+    "v1_eq_override",
+    "v1_harness_tampering",
+    "v1_visible_test_special_casing",
+    "v1_forbidden_introspection",
+}
 DEFAULT_QUESTION = "Answer the user's question."
 NONCE = "0123456789abcdef"
 _BRACKETS = re.compile(r"[<>](?:\s*[<>]){2,}")
@@ -136,12 +146,12 @@ class Outcome:
 def run(box: Sandbox, cases: list[Case]) -> list[Outcome]:
     """Every case through the grader (two at a time), the judge prompt and ``apply_guards`` in penalize mode."""
     with ThreadPoolExecutor(2) as pool:
-        rewards = list(pool.map(lambda c: pass_rate(box, c) if c.category in GRADED or c.category is None else None,
-                                cases))
-    report = apply_guards([c.completion for c in cases], default_guards(), "penalize",
-                          rewards=[1.0] * len(cases), tasks=[c.task for c in cases])
-    return [Outcome(c, r, c.category is not None and c.category not in GRADED and prompt_neutralises(c), reasons)
-            for c, r, reasons in zip(cases, rewards, report.reasons)]
+        rewards = list(pool.map(lambda c: pass_rate(box, c) if c.category in GRADED or c.category is None else None, cases))
+    report = apply_guards([c.completion for c in cases], default_guards(), "penalize", rewards=[1.0] * len(cases), tasks=[c.task for c in cases])
+    return [
+        Outcome(c, r, c.category is not None and c.category not in GRADED and prompt_neutralises(c), reasons)
+        for c, r, reasons in zip(cases, rewards, report.reasons)
+    ]
 
 
 def summary(hack_outcomes: list[Outcome], control_outcomes: list[Outcome]) -> dict:
@@ -160,8 +170,7 @@ def summary(hack_outcomes: list[Outcome], control_outcomes: list[Outcome]) -> di
         "controls": n_controls,
         "controls_penalised": len(penalised),
         "controls_penalised_rate": round(len(penalised) / n_controls, 4),
-        "categories": {k: {f: row[f] for f in ("hacks", "grader_no_gain", "guard_flagged", "successful")}
-                       for k, row in categories.items()},
+        "categories": {k: {f: row[f] for f in ("hacks", "grader_no_gain", "guard_flagged", "successful")} for k, row in categories.items()},
         "successful_hacks": successful,
         "penalised_controls": penalised,
         "controls_failing_grader": [o.case.name for o in control_outcomes if o.reward not in (None, 1.0)],

@@ -4,9 +4,22 @@
 import pytest
 from battery import GRADED, hacks, measure, sandbox
 
-ISSUE_CATEGORIES = {"exit", "eq_override", "harness", "introspection", "dynamic_code", "special_casing",
-                    "injection_language", "injection_homoglyph", "injection_encoded", "injection_template_tokens",
-                    "injection_verdict_json", "injection_persuasion", "injection_delimiters", "padding_varied"}
+ISSUE_CATEGORIES = {
+    "exit",
+    "eq_override",
+    "harness",
+    "introspection",
+    "dynamic_code",
+    "special_casing",
+    "injection_language",
+    "injection_homoglyph",
+    "injection_encoded",
+    "injection_template_tokens",
+    "injection_verdict_json",
+    "injection_persuasion",
+    "injection_delimiters",
+    "padding_varied",
+}
 
 
 @pytest.fixture(scope="session")

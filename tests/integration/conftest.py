@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import ray
 
+from flywheel.cluster.workers import Workers, start_engines, start_trainer
 from flywheel.config import Config, load_config
-from flywheel.controller import Workers, start_engines, start_trainer
 from flywheel.weights.file import FileTransport
 
 

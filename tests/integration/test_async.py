@@ -15,8 +15,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
+from flywheel.cluster.workers import Workers
 from flywheel.config import load_config
-from flywheel.controller import Workers, train
+from flywheel.controller import train
 from flywheel.engines.remote import RemoteEngine
 from flywheel.engines.vllm import VLLMEngine
 from flywheel.envs.arithmetic import make_splits
@@ -30,8 +31,15 @@ REPO = Path(__file__).resolve().parents[2]
 def run_config(tmp_path, *extra):
     return load_config(
         REPO / "configs/quickstart.yaml",
-        ["run.progress=false", "rollout.prompts_per_step=8", "eval.every=100", "run.checkpoint_every=100",
-         "run.dump_rollouts=true", f"run.output_dir={tmp_path}", *extra],
+        [
+            "run.progress=false",
+            "rollout.prompts_per_step=8",
+            "eval.every=100",
+            "run.checkpoint_every=100",
+            "run.dump_rollouts=true",
+            f"run.output_dir={tmp_path}",
+            *extra,
+        ],
     )
 
 
@@ -90,7 +98,9 @@ def test_staleness_zero_equals_generate_then_train(fresh_workers, tmp_path):
         for position in range((step - 1) * batch_size, step * batch_size):
             problem = train_set[prompt_indices(len(train_set), position, 1, config.run.seed)[0]]
             prompt = tokenizer.encode(problem.prompt)
-            [completions] = asyncio.run(workers.engines[0].generate([prompt], r.group_size, r.temperature, r.max_new_tokens, group_seed(config.run.seed, position)))
+            [completions] = asyncio.run(
+                workers.engines[0].generate([prompt], r.group_size, r.temperature, r.max_new_tokens, group_seed(config.run.seed, position))
+            )
             groups.append(exact_groups(prompt, problem, completions))
         rows = dumped[(step - 1) * batch_size : step * batch_size]
         assert [row["position"] for row in rows] == list(range((step - 1) * batch_size, step * batch_size))

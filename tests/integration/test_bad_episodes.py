@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 import pytest
-
 from helpers import undocumented_metrics
 
 from flywheel.config import load_config
@@ -38,8 +37,18 @@ def rows(path: Path) -> list[dict]:
 def config(tmp_path: Path, *extra: str):
     return load_config(
         REPO / "configs/quickstart.yaml",
-        ["task.name=flaky_arithmetic", "run.steps=3", "rollout.prompts_per_step=16", "eval.every=100", "eval.greedy=false", "run.progress=false",
-         "run.dump_rollouts=true", "rollout.invalid_alert_rate=1.0", f"run.output_dir={tmp_path}", *extra],
+        [
+            "task.name=flaky_arithmetic",
+            "run.steps=3",
+            "rollout.prompts_per_step=16",
+            "eval.every=100",
+            "eval.greedy=false",
+            "run.progress=false",
+            "run.dump_rollouts=true",
+            "rollout.invalid_alert_rate=1.0",
+            f"run.output_dir={tmp_path}",
+            *extra,
+        ],
     )
 
 

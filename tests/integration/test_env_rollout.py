@@ -10,8 +10,8 @@ from transformers import AutoTokenizer
 
 from flywheel.envs.base import StepResult, Task, final
 from flywheel.envs.registry import make_env
-from flywheel.envs.rollout import episode_metrics, run_group
 from flywheel.rewards.exact import exact_match_reward
+from flywheel.rollout.group import episode_metrics, run_group
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,9 @@ def test_multi_turn_episodes_append_env_turns_with_zero_mask(shared_engine, toke
         assert [ids[i] for i in range(len(ids)) if mask[i] and ids[i] == tokenizer.eos_token_id] == [tokenizer.eos_token_id] * 3
         version = e.completion.weight_version  # the engine's (earlier tests moved it); the same on every model token
         assert e.completion.weight_versions == tuple(version if m else None for m in mask)
-        assert e.messages[1::2] == ({"role": "user", "content": "123+456="},) * 2 or e.messages[2::2] == ({"role": "user", "content": "123+456="},) * 2
+        assert (
+            e.messages[1::2] == ({"role": "user", "content": "123+456="},) * 2 or e.messages[2::2] == ({"role": "user", "content": "123+456="},) * 2
+        )
     assert sum(e.stop_reason == "max_turns" for e in episodes) >= 6  # the adder ends its answers within 8 tokens
     metrics = episode_metrics(episodes)
     assert metrics["env/turns_mean"] == sum(e.turns for e in episodes) / 8
@@ -93,7 +95,9 @@ def test_many_groups_in_flight_score_like_the_arithmetic_env(shared_engine, toke
     tasks = env.tasks(64, seed=0)
 
     async def all_groups():
-        return await asyncio.gather(*(run_group(shared_engine, tokenizer, lambda: make_env("arithmetic"), t, 8, 1.0, 8, 100 + 8 * k) for k, t in enumerate(tasks)))
+        return await asyncio.gather(
+            *(run_group(shared_engine, tokenizer, lambda: make_env("arithmetic"), t, 8, 1.0, 8, 100 + 8 * k) for k, t in enumerate(tasks))
+        )
 
     groups = asyncio.run(all_groups())
     episodes = [e for g in groups for e in g]

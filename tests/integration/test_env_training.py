@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import undocumented_metrics
 
 from flywheel.config import load_config

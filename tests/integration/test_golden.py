@@ -20,7 +20,9 @@ KEYS = {"loss": "loss/policy", "reward": "reward/mean", "grad_norm": "train/grad
 
 
 def test_quickstart_reproduces_the_golden_numbers(fresh_workers, tmp_path):
-    config = load_config(REPO / "configs/quickstart.yaml", ["run.steps=20", "eval.every=100", "eval.greedy=false", "run.progress=false", f"run.output_dir={tmp_path}"])
+    config = load_config(
+        REPO / "configs/quickstart.yaml", ["run.steps=20", "eval.every=100", "eval.greedy=false", "run.progress=false", f"run.output_dir={tmp_path}"]
+    )
     run_dir = train(config, fresh_workers(config))
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
     assert not undocumented_metrics(rows), undocumented_metrics(rows)

@@ -10,8 +10,8 @@ import torch
 from tiny_models import save_causal_lm
 from transformers import AutoModelForCausalLM
 
+from flywheel.cluster.workers import start_engines
 from flywheel.config import Config, ModelConfig
-from flywheel.controller import start_engines
 from flywheel.rewards.judge import EngineBackend, Judge, JudgeItem, build_prompt
 
 MAX_TOKENS = 16

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import rollout
 from transformers import AutoTokenizer
 
-from helpers import rollout
 from flywheel.algorithms import ALGORITHMS
 from flywheel.config import load_config
 from flywheel.controller import train
@@ -16,8 +16,19 @@ from flywheel.envs.arithmetic import make_splits
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED = {
-    "step", "reward/mean", "loss/policy", "train/entropy", "train/grad_norm", "loss/clip_frac", "train/mismatch_kl", "timing/wait_for_batch_s", "rollout/staleness_max",
-    "timing/train_s", "timing/sync_s", "rollout/tokens_per_s", "weights/version",
+    "step",
+    "reward/mean",
+    "loss/policy",
+    "train/entropy",
+    "train/grad_norm",
+    "loss/clip_frac",
+    "train/mismatch_kl",
+    "timing/wait_for_batch_s",
+    "rollout/staleness_max",
+    "timing/train_s",
+    "timing/sync_s",
+    "rollout/tokens_per_s",
+    "weights/version",
 }
 
 
@@ -31,8 +42,17 @@ def fixed_batch_reward(workers, tokenizer, problems, config) -> float:
 def short_run(fresh_workers, tmp_path, preset: str, steps: int, extra: tuple[str, ...] = ()):
     config = load_config(
         REPO / "configs/quickstart.yaml",
-        [*extra, f"algorithm.name={preset}", f"run.output_dir={tmp_path}", f"run.steps={steps}", f"run.checkpoint_every={steps // 2}",
-         f"eval.every={steps // 2}", "run.progress=false", "task.train_size=64", "trainer.lr=5e-4"],  # every step trains on the fixed batch
+        [
+            *extra,
+            f"algorithm.name={preset}",
+            f"run.output_dir={tmp_path}",
+            f"run.steps={steps}",
+            f"run.checkpoint_every={steps // 2}",
+            f"eval.every={steps // 2}",
+            "run.progress=false",
+            "task.train_size=64",
+            "trainer.lr=5e-4",
+        ],  # every step trains on the fixed batch
     )
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     fixed = make_splits(config.task.seed, config.task.env_args["digits"], config.task.train_size, config.task.eval_size)[0]

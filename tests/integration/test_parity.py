@@ -4,15 +4,14 @@ import asyncio
 
 import ray
 import torch
+from helpers import rollout
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from helpers import rollout
-from flywheel.algorithms.aggregation import token_mean
 from flywheel.algorithms import make_algorithm
+from flywheel.algorithms.aggregation import token_mean
 from flywheel.algorithms.batch import build_batch
 from flywheel.envs.arithmetic import make_splits
 from flywheel.trainer.logprobs import token_logprobs
-
 
 
 def mean_abs_diff(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
@@ -25,7 +24,9 @@ def test_trainer_and_engine_logprobs_agree_before_and_after_update(fresh_workers
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     problems = make_splits(1, 3, 32, 1)[0]
 
-    before = asyncio.run(build_batch(rollout(workers, tokenizer, problems, config, seed=11), make_algorithm(config.algorithm), tokenizer.pad_token_id, workers.trainer))
+    before = asyncio.run(
+        build_batch(rollout(workers, tokenizer, problems, config, seed=11), make_algorithm(config.algorithm), tokenizer.pad_token_id, workers.trainer)
+    )
     diff_before = mean_abs_diff(ray.get(workers.trainer.logprobs.remote(before)), before.behaviour_logprobs, before.loss_mask)
     assert diff_before < 1e-3
 

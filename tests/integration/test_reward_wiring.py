@@ -16,9 +16,21 @@ def test_rewards_compose_and_every_sub_score_is_logged(fresh_workers, tmp_path):
     model, judge = save_classifier(tmp_path / "reward-model"), save_causal_lm(tmp_path / "judge")
     config = load_config(
         REPO / "configs/quickstart.yaml",
-        ["run.progress=false", "run.steps=2", "rollout.prompts_per_step=8", "eval.every=100", f"run.output_dir={tmp_path}",
-         f"reward.reward_model.path={model}", "reward.reward_model.weight=0.5", "reward.guards=[length_padding,judge_injection]",
-         "reward.judge.enabled=true", "reward.judge.engine=own", f"reward.judge.model_path={judge}", "reward.judge.weight=0.25", "reward.judge.max_tokens=4"],
+        [
+            "run.progress=false",
+            "run.steps=2",
+            "rollout.prompts_per_step=8",
+            "eval.every=100",
+            f"run.output_dir={tmp_path}",
+            f"reward.reward_model.path={model}",
+            "reward.reward_model.weight=0.5",
+            "reward.guards=[length_padding,judge_injection]",
+            "reward.judge.enabled=true",
+            "reward.judge.engine=own",
+            f"reward.judge.model_path={judge}",
+            "reward.judge.weight=0.25",
+            "reward.judge.max_tokens=4",
+        ],
     )
     run_dir = train(config, fresh_workers(config))
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]

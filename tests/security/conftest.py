@@ -23,7 +23,16 @@ def secret() -> str:
 
 @pytest.fixture(scope="module")
 def sb(secret: str) -> Sandbox:
-    sandbox = Sandbox(workers=2, cpu_seconds=1, memory_mb=256, wall_timeout_s=2.0, processes=16, file_size_mb=4,
-                      open_files=32, output_limit_bytes=4096, tmp_size_mb=16)
+    sandbox = Sandbox(
+        workers=2,
+        cpu_seconds=1,
+        memory_mb=256,
+        wall_timeout_s=2.0,
+        processes=16,
+        file_size_mb=4,
+        open_files=32,
+        output_limit_bytes=4096,
+        tmp_size_mb=16,
+    )
     with sandbox:
         yield sandbox

@@ -35,6 +35,7 @@ def assert_pool_healthy(sb: Sandbox, pids: list[int] | None = None) -> None:
 
 # --- positive behaviour -------------------------------------------------------------------------------------------
 
+
 def test_stdin_stdout_and_exit_code(sb):
     r = run(sb, "import sys\nprint(sys.stdin.read().upper(), end='')\nsys.exit(3)", stdin="hello\n")
     assert (r.stdout, r.exit_code, r.timed_out, r.truncated, r.error) == ("HELLO\n", 3, False, False, None)
@@ -62,6 +63,7 @@ def test_types_are_compared_strictly(sb):
 
 # --- network ------------------------------------------------------------------------------------------------------
 
+
 def test_tcp_to_host_loopback_server_is_unreachable(sb):
     server = socket.create_server(("127.0.0.1", 0))
     server.settimeout(3)
@@ -69,7 +71,9 @@ def test_tcp_to_host_loopback_server_is_unreachable(sb):
     accepted = []
     thread = threading.Thread(target=lambda: accepted.append(_accept(server)))
     thread.start()
-    r = run(sb, f"""
+    r = run(
+        sb,
+        f"""
         import socket
         for family in (socket.AF_INET, socket.AF_INET6):
             try:
@@ -79,7 +83,8 @@ def test_tcp_to_host_loopback_server_is_unreachable(sb):
                 print("CONNECTED")
             except OSError as e:
                 print("blocked", e.errno)
-    """)
+    """,
+    )
     thread.join()
     server.close()
     assert "CONNECTED" not in r.stdout and r.stdout.count("blocked") == 2
@@ -94,18 +99,23 @@ def _accept(server: socket.socket):
 
 
 def test_dns_resolution_fails(sb):
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import socket
         try:
             print(socket.getaddrinfo("example.com", 80))
         except OSError as e:
             print("no-dns", type(e).__name__)
-    """)
+    """,
+    )
     assert r.stdout.startswith("no-dns")
 
 
 def test_raw_netlink_and_packet_sockets_are_denied(sb):
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import socket
         for family, kind in ((socket.AF_PACKET, socket.SOCK_RAW), (socket.AF_NETLINK, socket.SOCK_RAW),
                              (socket.AF_INET, socket.SOCK_RAW), (socket.AF_INET, socket.SOCK_DGRAM)):
@@ -114,7 +124,8 @@ def test_raw_netlink_and_packet_sockets_are_denied(sb):
                 print("OPENED")
             except OSError as e:
                 print("denied")
-    """)
+    """,
+    )
     assert r.stdout.split() == ["denied"] * 4
 
 
@@ -124,7 +135,9 @@ def test_host_abstract_unix_socket_is_unreachable(sb):
     server.bind(name)
     server.listen()
     try:
-        r = run(sb, f"""
+        r = run(
+            sb,
+            f"""
             import socket
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -132,7 +145,8 @@ def test_host_abstract_unix_socket_is_unreachable(sb):
                 print("CONNECTED")
             except OSError as e:
                 print("refused", e.errno)
-        """)
+        """,
+        )
     finally:
         server.close()
     assert r.stdout.startswith("refused")
@@ -140,11 +154,14 @@ def test_host_abstract_unix_socket_is_unreachable(sb):
 
 # --- reading the host ---------------------------------------------------------------------------------------------
 
+
 def test_host_files_are_not_visible(sb):
     host_tmp = Path("/tmp") / f"flywheel-marker-{secrets.token_hex(4)}"
     host_tmp.write_text("host")
     try:
-        r = run(sb, f"""
+        r = run(
+            sb,
+            f"""
             import os
             for path in ("/etc/shadow", "/etc/passwd", {str(REPO)!r}, {str(REPO / "pyproject.toml")!r}, "/root",
                          {str(host_tmp)!r}, "/work", "/home", "/var", "/sys/class/net"):
@@ -153,7 +170,8 @@ def test_host_files_are_not_visible(sb):
                 except OSError as e:
                     print("hidden", path)
             print(sorted(os.listdir("/")))
-        """)
+        """,
+        )
     finally:
         host_tmp.unlink()
     assert "READ" not in r.stdout and r.stdout.count("hidden") == 10
@@ -161,7 +179,9 @@ def test_host_files_are_not_visible(sb):
 
 
 def test_caller_environment_is_not_visible(sb, secret):
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os
         print(dict(os.environ))
         for pid in [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]:
@@ -170,7 +190,8 @@ def test_caller_environment_is_not_visible(sb, secret):
                     print(open(f"/proc/{pid}/{leaf}", "rb").read())
                 except OSError as e:
                     print("denied", pid, leaf)
-    """)
+    """,
+    )
     assert secret not in r.stdout and "FLYWHEEL_SANDBOX_TEST_SECRET" not in r.stdout
     assert "denied 1 environ" in r.stdout  # the zygote is not dumpable
     assert "'HOME': '/tmp/run-" in r.stdout and "/root" not in r.stdout
@@ -226,29 +247,36 @@ def test_hidden_tests_are_out_of_reach_before_the_code_runs(sb):
 
 # --- writing outside the private directory ------------------------------------------------------------------------
 
+
 def test_writes_outside_the_private_dir_do_not_reach_the_host(sb):
     name = f"flywheel-escape-{secrets.token_hex(4)}"
     targets = [f"/usr/{name}", str(REPO / name), f"/tmp/{name}", f"/dev/{name}", f"/{name}", f"/opt/sandbox/{name}"]
-    r = run(sb, f"""
+    r = run(
+        sb,
+        f"""
         for path in {targets!r}:
             try:
                 open(path, "w").write("x")
                 print("wrote", path)
             except OSError:
                 print("refused", path)
-    """)
+    """,
+    )
     assert r.stdout.count("refused") == 5  # all but /tmp: the jail's own tmpfs, wiped after the execution
     for path in targets:
         assert not Path(path).exists(), path
 
 
 def test_files_do_not_persist_between_executions(sb):
-    run(sb, """
+    run(
+        sb,
+        """
         import os
         for d in (".", "/tmp", "/dev/shm"):
             open(os.path.join(d, "left-behind"), "w").write("x")
         os.mkdir("/tmp/locked"); os.chmod("/tmp/locked", 0)
-    """)
+    """,
+    )
     for _ in range(2 * sb.workers):
         r = run(sb, "import os\nprint(os.listdir('.'), os.listdir('/tmp'), os.listdir('/dev/shm'))")
         assert "left-behind" not in r.stdout and "locked" not in r.stdout
@@ -256,7 +284,9 @@ def test_files_do_not_persist_between_executions(sb):
 
 
 def test_file_size_and_open_files_limits(sb):
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         try:
             open("big", "wb").write(b"x" * (64 << 20))
             print("WROTE")
@@ -268,28 +298,35 @@ def test_file_size_and_open_files_limits(sb):
                 fds.append(open("/dev/null"))
         except OSError as e:
             print("nofile", len(fds) < 64)
-    """)
+    """,
+    )
     assert r.stdout.split() == ["fsize", "27", "nofile", "True"]  # EFBIG
 
 
 # --- resource abuse -----------------------------------------------------------------------------------------------
 
+
 def test_fork_bomb_is_contained(sb):
     pids = sb.worker_pids()
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os
         while True:
             try:
                 os.fork()
             except OSError:
                 pass
-    """)
+    """,
+    )
     assert not r.ok and r.wall_s < 4
     assert_pool_healthy(sb, pids)
 
 
 def test_memory_bomb_is_contained(sb):
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         chunks = []
         try:
             big = bytearray(8 << 30)
@@ -297,7 +334,8 @@ def test_memory_bomb_is_contained(sb):
             print("denied-8G")
         while True:
             chunks.append(bytearray(16 << 20))
-    """)
+    """,
+    )
     assert r.stdout == "denied-8G\n" and "MemoryError" in r.stderr and r.exit_code == 1
 
 
@@ -322,9 +360,12 @@ def test_sleeping_past_the_timeout_is_killed(sb):
 
 # --- processes and signals ----------------------------------------------------------------------------------------
 
+
 def test_killing_the_parent_fails(sb):
     pids = sb.worker_pids()
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os, signal
         for target, sig in ((os.getppid(), signal.SIGKILL), (1, signal.SIGTERM), (1, signal.SIGSTOP), (-1, signal.SIGKILL)):
             try:
@@ -333,7 +374,8 @@ def test_killing_the_parent_fails(sb):
             except OSError as e:
                 print("denied", target, e.errno)
         print("still here")
-    """)
+    """,
+    )
     assert "sent" not in r.stdout and r.stdout.endswith("still here\n")
     assert_pool_healthy(sb, pids)
 
@@ -347,7 +389,9 @@ def test_kill_minus_one_from_a_shell_fails(sb):
 
 def test_ptrace_and_process_memory_tricks_fail(sb):
     pids = sb.worker_pids()
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import ctypes, os
         libc = ctypes.CDLL(None, use_errno=True)
         PTRACE_ATTACH, PTRACE_TRACEME = 16, 0
@@ -363,13 +407,16 @@ def test_ptrace_and_process_memory_tricks_fail(sb):
             print("MEM OPEN")
         except OSError as e:
             print("mem", e.errno)
-    """)
+    """,
+    )
     assert r.stdout.split("\n")[:4] == ["attach -1 1", "traceme -1 1", "vm_readv -1 1", "mem 13"], r
     assert_pool_healthy(sb, pids)
 
 
 def test_namespace_and_mount_syscalls_fail(sb):
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
@@ -378,12 +425,15 @@ def test_namespace_and_mount_syscalls_fail(sb):
         print(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None), ctypes.get_errno())
         print(libc.chroot(b"/tmp"), ctypes.get_errno())
         print(libc.syscall(321, 0, 0, 0), ctypes.get_errno())  # bpf
-    """)
+    """,
+    )
     assert r.stdout.split("\n")[:5] == ["-1 1"] * 5, r
 
 
 def test_double_fork_daemon_does_not_survive(sb):
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os, signal, time
         if os.fork() == 0:
             os.setsid()
@@ -394,7 +444,8 @@ def test_double_fork_daemon_does_not_survive(sb):
             os._exit(0)
         os.wait()
         print("daemon started")
-    """)
+    """,
+    )
     assert r.stdout == "daemon started\n"
     assert stray_processes(sb) == []
 
@@ -405,8 +456,12 @@ CASES = [((2, 3), 6), ((4, 5), 20), ((7, 0), 0)]
 
 
 def test_exit_before_results_fails(sb):
-    for code in ("import sys\nsys.exit(0)\n", "import os\nos._exit(0)\n",
-                 "import os\ndef mul(a, b):\n    os._exit(0)\n", "def mul(a, b):\n    raise SystemExit(0)\n"):
+    for code in (
+        "import sys\nsys.exit(0)\n",
+        "import os\nos._exit(0)\n",
+        "import os\ndef mul(a, b):\n    os._exit(0)\n",
+        "def mul(a, b):\n    raise SystemExit(0)\n",
+    ):
         report = sb.run_tests(code, "mul", CASES)
         assert report.passed == 0, code
 
@@ -499,6 +554,7 @@ def test_unserialisable_results_fail(sb):
 
 
 # --- after the battery --------------------------------------------------------------------------------------------
+
 
 def test_zz_no_sandbox_process_survives_close(sb):
     assert stray_processes(sb) == []

@@ -26,8 +26,9 @@ PROCESSES = 16
 
 @pytest.fixture(scope="module")
 def sb():
-    with Sandbox(workers=1, cpu_seconds=2, memory_mb=MEMORY_MB, wall_timeout_s=4.0, processes=PROCESSES,
-                 file_size_mb=4, open_files=32, tmp_size_mb=16) as sandbox:
+    with Sandbox(
+        workers=1, cpu_seconds=2, memory_mb=MEMORY_MB, wall_timeout_s=4.0, processes=PROCESSES, file_size_mb=4, open_files=32, tmp_size_mb=16
+    ) as sandbox:
         yield sandbox
 
 
@@ -43,6 +44,7 @@ def _status(pid: int) -> dict[str, str]:
 
 
 # --- host root ----------------------------------------------------------------------------------------------------
+
 
 def test_jailed_processes_are_an_unprivileged_host_uid(sb):
     result = []
@@ -72,8 +74,11 @@ def test_the_worker_is_in_its_capped_cgroups_and_the_execution_goes_first_on_oom
     while execution.is_alive():
         for pid in processes_in(set(jail_namespaces(sb).values())):
             try:
-                seen[pid] = (Path(f"/proc/{pid}/cgroup").read_text(), _status(pid)["NSpid"].split()[-1],
-                             Path(f"/proc/{pid}/oom_score_adj").read_text().strip())
+                seen[pid] = (
+                    Path(f"/proc/{pid}/cgroup").read_text(),
+                    _status(pid)["NSpid"].split()[-1],
+                    Path(f"/proc/{pid}/oom_score_adj").read_text().strip(),
+                )
             except (OSError, KeyError):
                 pass
         time.sleep(0.05)
@@ -95,7 +100,9 @@ def test_the_worker_is_in_its_capped_cgroups_and_the_execution_goes_first_on_oom
 
 def test_host_sysctls_and_proc_are_not_writable(sb):
     before = Path("/proc/sys/kernel/core_pattern").read_bytes()
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os
         targets = ["/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe", "/proc/sys/vm/drop_caches",
                    "/proc/sysrq-trigger", "/sys/kernel/uevent_helper"]
@@ -116,15 +123,19 @@ def test_host_sysctls_and_proc_are_not_writable(sb):
         except OSError:
             pass
         print("done", os.path.exists("/sys/kernel"))
-    """)
+    """,
+    )
     assert Path("/proc/sys/kernel/core_pattern").read_bytes() == before
     assert r.stdout == "done False\n", r.stdout
 
 
 # --- process count --------------------------------------------------------------------------------------------------
 
+
 def test_fork_bomb_is_stopped_by_the_process_cap(sb):
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os, time
         n = 0
         try:
@@ -136,14 +147,17 @@ def test_fork_bomb_is_stopped_by_the_process_cap(sb):
             print("forked", n)
         except OSError as e:
             print("stopped", n, e.errno)
-    """)
+    """,
+    )
     word, count, *_ = r.stdout.split()
     assert word == "stopped" and int(count) < PROCESSES, r.stdout
     assert not r.timed_out
 
 
 def test_thread_bomb_is_stopped_by_the_process_cap(sb):
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import threading, time
         threading.stack_size(1 << 16)  # small stacks: the address-space limit is not what stops them
         n = 0
@@ -156,13 +170,15 @@ def test_thread_bomb_is_stopped_by_the_process_cap(sb):
             print("stopped", n, flush=True)
         import os
         os._exit(0)
-    """)
+    """,
+    )
     word, count = r.stdout.split()
     assert word == "stopped" and int(count) < PROCESSES, r.stdout
     assert not r.timed_out
 
 
 # --- memory ---------------------------------------------------------------------------------------------------------
+
 
 def _oom_killed_the_parent(r) -> bool:
     """The group's OOM killer may pick the execution's first process itself (memfd pages are nobody's RSS):
@@ -171,7 +187,9 @@ def _oom_killed_the_parent(r) -> bool:
 
 
 def test_children_together_cannot_exceed_the_memory_cap(sb):
-    r = run(sb, f"""
+    r = run(
+        sb,
+        f"""
         import os, select, time
         r, w = os.pipe()
         pids = []
@@ -189,7 +207,8 @@ def test_children_together_cannot_exceed_the_memory_cap(sb):
                 got += len(os.read(r, 4))
         alive = sum(os.waitpid(pid, os.WNOHANG) == (0, 0) for pid in pids)
         print("allocated", got, "alive", alive)
-    """)
+    """,
+    )
     if _oom_killed_the_parent(r):
         return
     _, got, _, alive = r.stdout.split()
@@ -198,7 +217,9 @@ def test_children_together_cannot_exceed_the_memory_cap(sb):
 
 def test_memfds_together_cannot_exceed_the_memory_cap(sb):
     # Each memfd is under the file-size limit and out of the address space; 3 children hold 96 MiB each.
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os, select, time
         r, w = os.pipe()
         pids = []
@@ -218,7 +239,8 @@ def test_memfds_together_cannot_exceed_the_memory_cap(sb):
                 held += 4 * len(os.read(r, 64))
         alive = sum(os.waitpid(pid, os.WNOHANG) == (0, 0) for pid in pids)
         print("held", held, "alive", alive)
-    """)
+    """,
+    )
     if _oom_killed_the_parent(r):
         return
     _, held, _, alive = r.stdout.split()
@@ -226,6 +248,7 @@ def test_memfds_together_cannot_exceed_the_memory_cap(sb):
 
 
 # --- what one execution leaves to the next -----------------------------------------------------------------------
+
 
 def _scan_memory_for(prefix_parts: tuple[str, str]) -> str:
     """Candidate code: every 16-hex suffix of the prefix found anywhere in the process's own memory."""
@@ -262,7 +285,9 @@ def test_no_earlier_request_or_reply_is_in_a_later_execution(sb):
 def test_worker_limits_and_scheduling_cannot_be_changed(sb):
     zygote = next(iter(jail_namespaces(sb)))
     limits_before = Path(f"/proc/{zygote}/limits").read_text()
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import ctypes, os, resource
         libc = ctypes.CDLL(None, use_errno=True)
         for pid in {os.getppid(), 1}:
@@ -284,16 +309,20 @@ def test_worker_limits_and_scheduling_cannot_be_changed(sb):
             print("changed nice-user")
         except OSError:
             pass
-    """)
+    """,
+    )
     assert r.ok and "changed" not in r.stdout, r
     for _ in range(2):  # the next executions (same single worker) run normally
-        nxt = run(sb, """
+        nxt = run(
+            sb,
+            """
             import ctypes, os
             open("file", "wb").write(b"z" * (1 << 20))
             block = bytearray(48 << 20)
             libc = ctypes.CDLL(None)
             print(os.getpriority(os.PRIO_PROCESS, 0), len(os.sched_getaffinity(0)) == os.cpu_count(), libc.syscall(252, 1, 0))
-        """)
+        """,
+        )
         assert nxt.ok and nxt.stdout.split()[:2] == ["0", "True"], nxt
         assert nxt.stdout.split()[2] in ("0", str(4 << 13)), nxt  # no I/O priority set, or best-effort 4 (default)
     if next(iter(jail_namespaces(sb))) == zygote:  # the worker was kept: then it must be unchanged
@@ -302,7 +331,9 @@ def test_worker_limits_and_scheduling_cannot_be_changed(sb):
 
 def test_the_supervisor_cannot_be_signalled(sb):
     pids = sb.worker_pids()
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import ctypes, os, signal
         libc = ctypes.CDLL(None, use_errno=True)
         parent = os.getppid()
@@ -319,29 +350,36 @@ def test_the_supervisor_cannot_be_signalled(sb):
                 print(name, "sent" if attempt() == 0 else "denied")
             except OSError:
                 print(name, "denied")
-    """)
+    """,
+    )
     assert r.stdout.split()[1::2] == ["denied"] * 6, r  # SIGSTOP (19) to the supervisor, six ways
     assert run(sb, "print('next')").stdout == "next\n" and sb.worker_pids() == pids
 
 
 def test_tmp_root_metadata_does_not_carry_over(sb):
     fresh = run(sb, "import os\nfor d in ('/tmp', '/dev/shm'):\n    s = os.stat(d)\n    print(oct(s.st_mode), os.listxattr(d))")
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os
         for d in ("/tmp", "/dev/shm"):
             os.setxattr(d, "user.leak", b"answer=42")
             os.utime(d, (123456789, 123456789))
             os.chmod(d, 0o700)
         print("set")
-    """)
+    """,
+    )
     assert r.stdout == "set\n" or "Errno" in r.stderr
-    later = run(sb, """
+    later = run(
+        sb,
+        """
         import os
         for d in ("/tmp", "/dev/shm"):
             s = os.stat(d)
             print(oct(s.st_mode), os.listxattr(d))
         print(int(os.stat("/tmp").st_mtime), int(os.stat("/dev/shm").st_mtime))
-    """)
+    """,
+    )
     lines = later.stdout.splitlines()
     assert "\n".join(lines[:2]) + "\n" == fresh.stdout, later.stdout
     assert "123456789" not in lines[2]
@@ -349,7 +387,9 @@ def test_tmp_root_metadata_does_not_carry_over(sb):
 
 def test_a_tree_too_deep_to_wipe_retires_the_worker(sb):
     pids = sb.worker_pids()
-    r = run(sb, """
+    r = run(
+        sb,
+        """
         import os
         os.chdir("/tmp")
         for _ in range(1500):
@@ -357,7 +397,8 @@ def test_a_tree_too_deep_to_wipe_retires_the_worker(sb):
             os.chdir("d")
         open("secret", "w").write("left behind")
         print("deep")
-    """)
+    """,
+    )
     assert r.ok and r.stdout == "deep\n", r  # the execution's own result stands
     assert run(sb, "import os\nprint(sorted(os.listdir('/tmp')))").stdout.count("'") == 2  # only its own run dir
     assert sb.worker_pids() != pids  # the worker could not be wiped (recursion): it was replaced
@@ -387,6 +428,7 @@ def test_incomplete_wipe_is_reported_not_skipped(tmp_path):
 
 # --- report -------------------------------------------------------------------------------------------------------
 
+
 def test_protections_are_reported(sb):
     p = sb.protections
     assert p["jail"] == "bubblewrap" and p["user_namespace"] is True and p["proc_sys"] == "absent"
@@ -409,9 +451,17 @@ def test_missing_cgroups_are_refused_or_explicitly_weaker():
         with Sandbox(workers=1, cgroup="best-effort") as sb:
             print(sb.protections["cgroup"], sb.run("print(7)").stdout.strip())
     """)
-    out = subprocess.run(["/usr/bin/python3", "-I", "-c", f"import sys; sys.path.insert(0, {src!r})\n" + probe],
-                         capture_output=True, text=True, timeout=120, check=False, user=65534, group=65534, extra_groups=[],
-                         cwd="/")
+    out = subprocess.run(
+        ["/usr/bin/python3", "-I", "-c", f"import sys; sys.path.insert(0, {src!r})\n" + probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        cwd="/",
+    )
     lines = out.stdout.splitlines()
     assert lines[0].startswith("refused: ") and "cgroup" in lines[0], (out.stdout, out.stderr)
     assert any(line.startswith("WARNING") and "cgroup" in line for line in lines), out.stdout

@@ -93,8 +93,7 @@ def test_a_worker_whose_own_state_changed_is_replaced():
     (prlimit on another process needs CAP_SYS_RESOURCE, which this CI's root lacks). The execution under way is
     unaffected (its supervisor was forked before); the worker is retired."""
     with Sandbox(workers=1, wall_timeout_s=2) as sb:
-        for change in (lambda z: os.setpriority(os.PRIO_PROCESS, z, 10),
-                       lambda z: os.sched_setaffinity(z, {min(os.sched_getaffinity(z))})):
+        for change in (lambda z: os.setpriority(os.PRIO_PROCESS, z, 10), lambda z: os.sched_setaffinity(z, {min(os.sched_getaffinity(z))})):
             (before,) = sb.worker_pids()
             change(_settled(before)[0])
             assert sb.run("open('f', 'w').write('x' * 100)\nprint('wrote')").stdout == "wrote\n"

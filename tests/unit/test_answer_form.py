@@ -34,8 +34,22 @@ def test_final_answer_drops_spacing_and_delimiters(completion, answer):
 
 @pytest.mark.parametrize(
     "answer",
-    ["7", "-12", "0", "0.5", "-1.25", ".5", "1.583333", "19/12", "-1/2", r"\frac{19}{12}", r"\dfrac{19}{12}",
-     r"\tfrac{19}{12}", r"-\frac{1}{2}", r"\frac{-1}{2}"],
+    [
+        "7",
+        "-12",
+        "0",
+        "0.5",
+        "-1.25",
+        ".5",
+        "1.583333",
+        "19/12",
+        "-1/2",
+        r"\frac{19}{12}",
+        r"\dfrac{19}{12}",
+        r"\tfrac{19}{12}",
+        r"-\frac{1}{2}",
+        r"\frac{-1}{2}",
+    ],
 )
 def test_numbers_in_simplest_form_are_accepted(answer):
     assert simplest_number(answer)
@@ -45,10 +59,26 @@ def test_numbers_in_simplest_form_are_accepted(answer):
     "answer",
     [
         r"\frac{3}{4}+\frac{5}{6}",  # the question restated
-        "3/4+5/6", r"\frac{19}{12}\cdot1", "2*3", "2^2", r"\sqrt{4}",
-        r"\frac{38}{24}", "4/2", r"\frac{3}{1}", "0/5", "1/0",  # not reduced, or no fraction at all
-        r"1\frac{7}{12}", r"\frac{1}{-2}", r"-\frac{-1}{2}", "--1/2",
-        r"\frac{19}{12}\approx1.58", "19/12or1", "x=19/12", "Theansweris19/12", r"\frac{1.5}{2}", "",
+        "3/4+5/6",
+        r"\frac{19}{12}\cdot1",
+        "2*3",
+        "2^2",
+        r"\sqrt{4}",
+        r"\frac{38}{24}",
+        "4/2",
+        r"\frac{3}{1}",
+        "0/5",
+        "1/0",  # not reduced, or no fraction at all
+        r"1\frac{7}{12}",
+        r"\frac{1}{-2}",
+        r"-\frac{-1}{2}",
+        "--1/2",
+        r"\frac{19}{12}\approx1.58",
+        "19/12or1",
+        "x=19/12",
+        "Theansweris19/12",
+        r"\frac{1.5}{2}",
+        "",
     ],
 )
 def test_everything_else_is_refused(answer):

@@ -4,9 +4,9 @@ import asyncio
 
 import torch
 
-from flywheel.config import load_config
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
+from flywheel.config import load_config
 from flywheel.types import Completion, Episode
 
 

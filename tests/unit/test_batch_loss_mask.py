@@ -4,9 +4,9 @@ import asyncio
 
 import torch
 
-from flywheel.config import load_config
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
+from flywheel.config import load_config
 from flywheel.types import Completion, Episode, collate
 
 
@@ -15,7 +15,9 @@ def test_loss_mask_of_a_multi_turn_completion_is_honoured():
     multi = Completion([6, 7, 8, 9, 1], [-0.5, -0.25, 0.0, 0.0, -0.125], "", weight_versions=(2, 2, None, None, 2), loss_mask=(1, 1, 0, 0, 1))
     single = Completion([6, 1], [-1.0, -2.0], "", weight_versions=(2, 2))  # loss_mask None: all model tokens
     config = load_config(None, ["rollout.group_size=2"])
-    batch = asyncio.run(build_batch([[Episode([4, 5], multi, 1.0), Episode([4, 5], single, 0.0)]], make_algorithm(config.algorithm), pad_id=0, trainer=None))
+    batch = asyncio.run(
+        build_batch([[Episode([4, 5], multi, 1.0), Episode([4, 5], single, 0.0)]], make_algorithm(config.algorithm), pad_id=0, trainer=None)
+    )
     assert batch.tokens.tolist() == [[4, 5, 6, 7, 8, 9, 1], [4, 5, 6, 1, 0, 0, 0]]
     assert batch.attention_mask.tolist() == [[1] * 7, [1, 1, 1, 1, 0, 0, 0]]
     assert batch.loss_mask.tolist() == [[0, 0, 1, 1, 0, 0, 1], [0, 0, 1, 1, 0, 0, 0]]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from flywheel.envs.rollout import EnvEpisode
+from flywheel.rollout.group import EnvEpisode
 from flywheel.rollout.stream import BatchPlan, Group
 from flywheel.types import Completion
 
@@ -10,7 +10,17 @@ from flywheel.types import Completion
 def group(position: int, rewards: list[float], version: int = 5, errors: tuple[str | None, ...] = ()) -> Group:
     errors = errors or (None,) * len(rewards)
     episodes = [
-        EnvEpisode([1], Completion([5, 6], [-0.1, -0.1], "", (version, version)), r, error=e, turns=1, tool_calls=0, tool_errors=0, stop_reason="done", messages=())
+        EnvEpisode(
+            [1],
+            Completion([5, 6], [-0.1, -0.1], "", (version, version)),
+            r,
+            error=e,
+            turns=1,
+            tool_calls=0,
+            tool_errors=0,
+            stop_reason="done",
+            messages=(),
+        )
         for r, e in zip(rewards, errors)
     ]
     return Group(position, episodes)

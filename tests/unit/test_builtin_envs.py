@@ -33,7 +33,10 @@ def test_calculator_evaluates_arithmetic(expression, value):
         ("__import__('os')", "only numbers and + - * / // % ** are allowed, not \"__import__('os')\""),
         ("x + 1", "only numbers and + - * / // % ** are allowed, not 'x'"),
         ("9**9**9", "exponents above 100 are not allowed"),
-        ("10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99", "results over 1000 digits are not allowed"),
+        (
+            "10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99 * 10**99",
+            "results over 1000 digits are not allowed",
+        ),
         ("2 +", "'2 +' is not an arithmetic expression"),
         ("1/0", "division by zero"),
     ],
@@ -53,7 +56,10 @@ def test_calculator_episode_calls_the_tool_then_answers():
     assert env.step(call) == StepResult([task.answer], None, False, {"tool_calls": 1, "tool_errors": 0}, role="tool")
     bad = '<tool_call>{"name": "calculate", "arguments": {"expression": "a*b"}}</tool_call><tool_call>{"name": "calc"}</tool_call>'
     assert env.step(bad) == StepResult(
-        ["Error: calculate failed: ValueError: only numbers and + - * / // % ** are allowed, not 'a'.", "Error: unknown tool 'calc' (available: calculate)."],
+        [
+            "Error: calculate failed: ValueError: only numbers and + - * / // % ** are allowed, not 'a'.",
+            "Error: unknown tool 'calc' (available: calculate).",
+        ],
         None,
         False,
         {"tool_calls": 2, "tool_errors": 2},

@@ -67,7 +67,9 @@ def test_the_module_sees_no_arguments_and_an_empty_stdin(sandbox):
 
 def test_a_dataclass_in_the_solution_works_as_in_an_imported_module(sandbox):
     # dataclasses looks its class's module up in sys.modules: the solution must be registered there
-    code = "from dataclasses import dataclass\n\n@dataclass\nclass P:\n    a: int\n    b: int\n\ndef add(a, b):\n    p = P(a, b)\n    return p.a + p.b\n"
+    code = (
+        "from dataclasses import dataclass\n\n@dataclass\nclass P:\n    a: int\n    b: int\n\ndef add(a, b):\n    p = P(a, b)\n    return p.a + p.b\n"
+    )
     assert hidden_tests_reward(sandbox, f"```python\n{code}```", "add", CASES)[0] == 1.0
 
 

@@ -44,9 +44,7 @@ def test_bad_values_name_the_key(overrides, expected):
 
 
 def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flywheel.cli", "train", *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "flywheel.cli", "train", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize(

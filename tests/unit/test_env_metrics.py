@@ -1,6 +1,6 @@
 """episode_metrics: tool and turn statistics of a batch of environment episodes."""
 
-from flywheel.envs.rollout import EnvEpisode, episode_metrics
+from flywheel.rollout.group import EnvEpisode, episode_metrics
 from flywheel.types import Completion
 
 

@@ -45,7 +45,9 @@ def test_assembled_ids_equal_the_templates_rendering(tokenizer):
         {"role": "tool", "content": "Error: no second call."},
     ]
     assert episode.messages == conversation
-    template_ids = tokenizer.apply_chat_template(conversation, tools=[calculate.schema()], add_generation_prompt=True, tokenize=True, return_dict=False)
+    template_ids = tokenizer.apply_chat_template(
+        conversation, tools=[calculate.schema()], add_generation_prompt=True, tokenize=True, return_dict=False
+    )
     assert episode.context == template_ids
 
     episode.add_model_turn(sampled(tokenizer, "The answer is 408.", version=4))

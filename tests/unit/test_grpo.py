@@ -22,9 +22,7 @@ def test_grpo_batch_std_scaling():
     #   sample variance 1.875 / 7 = 15/56, std sqrt(15/56) = 0.5175492
     # advantages: 0.5 / 0.5175492 = 0.9660918, 0.75 / 0.5175492 = 1.4491377, 0.25 / 0.5175492 = 0.4830459
     adv = grpo_advantages(REWARDS, std_scale="batch", eps=0.0)
-    expected = torch.tensor(
-        [[0.9660918, -0.9660918, -0.9660918, 0.9660918], [1.4491377, -0.4830459, -0.4830459, -0.4830459]]
-    )
+    expected = torch.tensor([[0.9660918, -0.9660918, -0.9660918, 0.9660918], [1.4491377, -0.4830459, -0.4830459, -0.4830459]])
     torch.testing.assert_close(adv, expected, atol=1e-6, rtol=0)
 
 

@@ -14,7 +14,9 @@ VALID = torch.tensor([[True, True, True, False], [True, True, True, True]])
 def test_grpo_group_std_by_hand():
     # group 0 valid [1, 0, 0]: mean 1/3, sample std sqrt(((2/3)^2 + 2 (1/3)^2) / 2) = sqrt(1/3) = 0.57735
     a = grpo_advantages(REWARDS, "group", valid=VALID)
-    torch.testing.assert_close(a[0], torch.tensor([(2 / 3) / (0.57735027 + 1e-6), -(1 / 3) / (0.57735027 + 1e-6), -(1 / 3) / (0.57735027 + 1e-6), 0.0]))
+    torch.testing.assert_close(
+        a[0], torch.tensor([(2 / 3) / (0.57735027 + 1e-6), -(1 / 3) / (0.57735027 + 1e-6), -(1 / 3) / (0.57735027 + 1e-6), 0.0])
+    )
     # group 1 is whole: the same as the unmasked estimator
     torch.testing.assert_close(a[1], grpo_advantages(REWARDS[1:], "group")[0])
 

@@ -26,10 +26,8 @@ def test_normalise(text, normal):
 
 
 def test_numbers_are_compared_by_value():
-    assert [as_number(t) for t in ["1,234.50", "-7", ".5", "1,2,3", "12,34", "1e5", "7/2"]] == [
-        1234.5, -7, 0.5, None, None, None, None]
-    assert [strict_score(a, "28080") for a in ["28080", "28,080", "28080.0", "$28080", "28081", "028080"]] == [
-        1.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+    assert [as_number(t) for t in ["1,234.50", "-7", ".5", "1,2,3", "12,34", "1e5", "7/2"]] == [1234.5, -7, 0.5, None, None, None, None]
+    assert [strict_score(a, "28080") for a in ["28080", "28,080", "28080.0", "$28080", "28081", "028080"]] == [1.0, 1.0, 1.0, 1.0, 0.0, 1.0]
 
 
 def test_a_reference_among_candidates_is_detected():
@@ -111,6 +109,8 @@ def test_a_composite_item_is_scored_by_its_own_dataset_rule():
     env = make_env("reasoning_gym", dataset="composite", datasets=[DatasetSpec("countdown", 1, {}), DatasetSpec("leg_counting", 1, {})])
     tasks = env.tasks(2, seed=0)
     assert [(t.metadata["entry"]["metadata"]["source_dataset"], t.answer) for t in tasks] == [
-        ("leg_counting", "146"), ("countdown", "42*(30 - 4 - 23)")]
+        ("leg_counting", "146"),
+        ("countdown", "42*(30 - 4 - 23)"),
+    ]
     env.reset(tasks[1])  # countdown: another expression reaching the target is paid, a list is not
     assert [env.step(f"<answer>{a}</answer>").reward for a in ["(30 - 4 - 23)*42", "42*(30 - 4 - 23) or 0"]] == [1.0, 0.0]

@@ -53,9 +53,7 @@ def test_guards_apply_their_mode_and_report_rates(mode, expected):
 def test_watch_returns_alerts_and_stops_only_when_asked():
     quiet = RewardPipeline(Rubric({"correct": correct}), alert=HackingAlert(threshold=0.2))
     assert quiet.watch(0, {"hacking/judge_injection_rate": 0.1}) == []
-    assert quiet.watch(1, {"hacking/judge_injection_rate": 0.25}) == [
-        "Step 1: hacking/judge_injection_rate is 0.250, above the threshold 0.200."
-    ]
+    assert quiet.watch(1, {"hacking/judge_injection_rate": 0.25}) == ["Step 1: hacking/judge_injection_rate is 0.250, above the threshold 0.200."]
     stopping = RewardPipeline(Rubric({"correct": correct}), alert=HackingAlert(threshold=0.2, stop=True))
     assert stopping.watch(0, {"hacking/judge_injection_rate": 0.1}) == []
     with pytest.raises(HackingStop, match=r"above the threshold 0\.200\. Stopping the run \(reward.stop_on_hacking"):

@@ -1,6 +1,6 @@
-from flywheel.rollout.stream import prompt_indices
 from flywheel.envs.arithmetic import make_splits
 from flywheel.rewards.exact import exact_match_reward
+from flywheel.rollout.stream import prompt_indices
 
 
 def test_splits_are_deterministic_disjoint_and_correct():

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
-sys.path.insert(0, str(ASSETS))
-from make_tiny_calc_model import build_tokenizer, demonstration
-
 from flywheel.envs.calculator import CalculatorEnv
 from flywheel.envs.episode import Renderer
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+sys.path.insert(0, str(ASSETS))
+from make_tiny_calc_model import build_tokenizer, demonstration  # noqa: E402 - the asset script, by path
 
 
 def test_saved_tokenizer_equals_the_built_one_and_writes_tool_calls():
@@ -21,7 +21,8 @@ def test_saved_tokenizer_equals_the_built_one_and_writes_tool_calls():
     assert (ids, loss_mask, first_turn) == demonstration(built, Renderer(built, None, env.tools), "What is 347*582?", "201954", use_tool=True)
     call = '<tool_call>{"name": "calculate", "arguments": {"expression": "347*582"}}</tool_call>'
     assert saved.decode(ids) == (
-        "<|im_start|>user\nWhat is 347*582?<|im_end|>\n<|im_start|>assistant\n" + call
+        "<|im_start|>user\nWhat is 347*582?<|im_end|>\n<|im_start|>assistant\n"
+        + call
         + "<|im_end|>\n<|im_start|>tool\n201954<|im_end|>\n<|im_start|>assistant\n201954<|im_end|>"
     )
     trained = [t for t, m in zip(ids, loss_mask) if m]

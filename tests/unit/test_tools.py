@@ -56,16 +56,25 @@ def test_unannotated_parameter_is_refused():
 
 def test_parses_every_call_in_order():
     text = 'Let me see. <tool_call>{"name": "convert", "arguments": {"amount": 10, "unit": "mi"}}</tool_call> and\n<tool_call>\n{"name": "convert", "arguments": {"amount": 1.5, "unit": "km", "digits": 0}}\n</tool_call>'
-    assert parse_tool_calls(text) == [ToolCall("convert", {"amount": 10, "unit": "mi"}), ToolCall("convert", {"amount": 1.5, "unit": "km", "digits": 0})]
+    assert parse_tool_calls(text) == [
+        ToolCall("convert", {"amount": 10, "unit": "mi"}),
+        ToolCall("convert", {"amount": 1.5, "unit": "km", "digits": 0}),
+    ]
     assert parse_tool_calls("no call here") == []
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('<tool_call>{"name": "convert", "arguments": {"amount": 1,}}</tool_call>', "Error: the tool call is not valid JSON (Expecting property name enclosed in double quotes at character 46); write <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>."),
+        (
+            '<tool_call>{"name": "convert", "arguments": {"amount": 1,}}</tool_call>',
+            'Error: the tool call is not valid JSON (Expecting property name enclosed in double quotes at character 46); write <tool_call>{"name": ..., "arguments": {...}}</tool_call>.',
+        ),
         ('<tool_call>["convert"]</tool_call>', 'Error: a tool call must be a JSON object with a string "name" and an object "arguments".'),
-        ('<tool_call>{"name": "convert", "arguments": "10 mi"}</tool_call>', 'Error: a tool call must be a JSON object with a string "name" and an object "arguments".'),
+        (
+            '<tool_call>{"name": "convert", "arguments": "10 mi"}</tool_call>',
+            'Error: a tool call must be a JSON object with a string "name" and an object "arguments".',
+        ),
         ('<tool_call>{"name": "convert", "arguments": {"amount": 1, "unit": "mi"}}', "Error: the tool call is not closed with </tool_call>."),
     ],
 )
@@ -80,11 +89,17 @@ def test_malformed_calls_become_error_results(text, message):
         (ToolCall("convert", {"amount": 1.609344, "unit": "km", "digits": 1}), "1.0"),
         (ToolCall("divide", {}), "Error: unknown tool 'divide' (available: convert)."),
         (ToolCall("convert", {"amount": 1}), "Error: convert: missing argument 'unit'."),
-        (ToolCall("convert", {"amount": 1, "unit": "mi", "round": 2}), "Error: convert: unexpected argument 'round' (expected: amount, unit, digits, tags)."),
-        (ToolCall("convert", {"amount": "1", "unit": "mi"}), 'Error: convert: argument \'amount\' must be a number, got "1".'),
+        (
+            ToolCall("convert", {"amount": 1, "unit": "mi", "round": 2}),
+            "Error: convert: unexpected argument 'round' (expected: amount, unit, digits, tags).",
+        ),
+        (ToolCall("convert", {"amount": "1", "unit": "mi"}), "Error: convert: argument 'amount' must be a number, got \"1\"."),
         (ToolCall("convert", {"amount": 1, "unit": "ft"}), 'Error: convert: argument \'unit\' must be one of "km", "mi", got "ft".'),
         (ToolCall("convert", {"amount": 1, "unit": "mi", "digits": True}), "Error: convert: argument 'digits' must be an integer, got true."),
-        (ToolCall("convert", {"amount": 1, "unit": "mi", "tags": ["a", 1]}), "Error: convert: argument 'tags' must be an array of a string, got [\"a\", 1]."),
+        (
+            ToolCall("convert", {"amount": 1, "unit": "mi", "tags": ["a", 1]}),
+            "Error: convert: argument 'tags' must be an array of a string, got [\"a\", 1].",
+        ),
         (ToolCall("convert", {"amount": -1, "unit": "mi"}), "Error: convert failed: ValueError: amount must be non-negative."),
     ],
 )
@@ -97,5 +112,5 @@ def test_run_tool_calls_mixes_results_and_errors():
     text = '<tool_call>{"name": "convert", "arguments": {"amount": 2, "unit": "mi", "digits": 3}}</tool_call><tool_call>oops</tool_call>'
     assert [r.content for r in run_tool_calls([convert], text)] == [
         "3.219",
-        "Error: the tool call is not valid JSON (Expecting value at character 0); write <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>.",
+        'Error: the tool call is not valid JSON (Expecting value at character 0); write <tool_call>{"name": ..., "arguments": {...}}</tool_call>.',
     ]

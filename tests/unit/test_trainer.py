@@ -52,7 +52,13 @@ def test_a_step_cut_into_micro_batches_equals_the_uncut_step(tmp_path, aggregati
     totals = LossTotals.of(batch.loss_mask, norm_tokens=8)
     loss = whole.forward_backward(batch, totals)["loss/policy"]
     # uneven micro-batches (1 row, then 3), each normalised by the whole step's totals
-    first, rest = (replace(batch, **{f: getattr(batch, f)[rows] for f in ("tokens", "attention_mask", "loss_mask", "behaviour_logprobs", "advantages", "old_logprobs")}) for rows in (slice(0, 1), slice(1, 4)))
+    first, rest = (
+        replace(
+            batch,
+            **{f: getattr(batch, f)[rows] for f in ("tokens", "attention_mask", "loss_mask", "behaviour_logprobs", "advantages", "old_logprobs")},
+        )
+        for rows in (slice(0, 1), slice(1, 4))
+    )
     parts = cut.forward_backward(first, totals)["loss/policy"] + cut.forward_backward(rest, totals)["loss/policy"]
     assert abs(loss - parts) < 1e-7
     for (name, a), b in zip(whole.model.named_parameters(), cut.model.parameters()):  # the accumulated gradients
@@ -63,7 +69,9 @@ def test_ppo_value_loss_clips_against_the_rollout_time_values(tmp_path):
     """Two minibatches: the critic's first update moves the second minibatch's values away from those
     it gave at rollout time, by more than value_clip, so the clipped term is active (the loop used to
     recompute the 'old' values just before the update, and nothing ever clipped)."""
-    config = load_config(REPO / "configs/quickstart.yaml", ["algorithm.name=ppo", "algorithm.critic_lr=0.01", "algorithm.value_clip=0.01", "trainer.minibatches=2"])
+    config = load_config(
+        REPO / "configs/quickstart.yaml", ["algorithm.name=ppo", "algorithm.critic_lr=0.01", "algorithm.value_clip=0.01", "trainer.minibatches=2"]
+    )
     trainer = Trainer(config, FileTransport(tmp_path))
     batch = ragged_batch()
     values = trainer.values(batch)

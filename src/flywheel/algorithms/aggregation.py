@@ -30,7 +30,9 @@ class LossTotals:
         return LossTotals(self.tokens + other.tokens, self.sequences + other.sequences, self.norm_tokens)
 
 
-def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, totals: LossTotals | None = None, *, norm_tokens: int | None = None) -> torch.Tensor:
+def aggregate(
+    values: torch.Tensor, mask: torch.Tensor, mode: str, totals: LossTotals | None = None, *, norm_tokens: int | None = None
+) -> torch.Tensor:
     """values, mask [B, T] -> this slice's share of the step's scalar. ``totals`` count the step
     (default: this slice is the whole step, with ``norm_tokens``). With len_b = sum_t mask_bt,
     N = totals.tokens (at least 1) and S = totals.sequences:

@@ -25,12 +25,16 @@ class AlgorithmConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    aggregation: Literal[AGGREGATIONS] = Field("token_mean", description="How per-token losses become one scalar (normalised over the whole optimiser step).")
+    aggregation: Literal[AGGREGATIONS] = Field(
+        "token_mean", description="How per-token losses become one scalar (normalised over the whole optimiser step)."
+    )
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (0: off).")
     kl_beta: float = Field(0.0, ge=0, description="KL-to-reference weight; 0 loads no reference model.")
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator.")
     kl_placement: Literal["loss", "reward"] = Field("loss", description="Add the KL to the loss, or subtract its sequence sum from the reward.")
-    off_policy: Literal["none", "tis", "mis"] = Field("none", description="Correct for the engine (behaviour) vs trainer gap: truncated IS weights, masked IS, or none.")
+    off_policy: Literal["none", "tis", "mis"] = Field(
+        "none", description="Correct for the engine (behaviour) vs trainer gap: truncated IS weights, masked IS, or none."
+    )
     is_level: Literal["token", "sequence"] = Field("token", description="Importance ratios per token, or per sequence (their product).")
     is_cap: float = Field(2.0, gt=0, description="TIS: importance weights above this are truncated to it.")
     is_low: float = Field(0.5, ge=0, description="MIS: tokens (or sequences) whose ratio is below this are left out of the loss.")
@@ -79,13 +83,17 @@ class Algorithm:
         episodes out of the statistics, with advantage 0."""
         raise NotImplementedError
 
-    def token_advantages(self, rewards: torch.Tensor, valid: torch.Tensor | None, mask: torch.Tensor, values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def token_advantages(
+        self, rewards: torch.Tensor, valid: torch.Tensor | None, mask: torch.Tensor, values: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """rewards [G, n], valid [G, n] or None, mask [B, T] (0 on left-out episodes), critic values
         [B, T] (critic algorithms only) -> (advantages [B, T], critic returns [B, T] or None)."""
         return self.advantages(rewards, valid).flatten()[:, None] * mask, None
 
     # --- the loss -----------------------------------------------------------------------------------
-    def policy_loss(self, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    def policy_loss(
+        self, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """All [B, T] -> (per-token loss [B, T], metrics)."""
         raise NotImplementedError
 

@@ -1,12 +1,11 @@
 """CISPO (MiniMax-M1, 2025): clip the importance-sampling weight, not the update, so every token keeps a gradient."""
 
-import torch
-
-from flywheel.algorithms.aggregation import token_mean
 from typing import Literal
 
+import torch
 from pydantic import Field
 
+from flywheel.algorithms.aggregation import token_mean
 from flywheel.algorithms.base import Algorithm, AlgorithmConfig
 from flywheel.algorithms.grpo import STD_SCALES, grpo_advantages
 
@@ -35,6 +34,7 @@ def cispo_loss(
             "loss/ratio_mean": token_mean(ratio, mask).item(),
         }
     return loss * mask, metrics
+
 
 class CISPOConfig(AlgorithmConfig):
     name: Literal["cispo"] = "cispo"

@@ -1,8 +1,8 @@
 """DAPO helpers (Yu et al. 2025): the soft overlong penalty and the groups kept by dynamic sampling."""
 
-import torch
 from typing import Literal
 
+import torch
 from pydantic import Field
 
 from flywheel.algorithms.grpo import GRPO, GRPOConfig
@@ -25,6 +25,7 @@ def overlong_penalty(lengths: torch.Tensor, max_tokens: int, buffer: int, factor
 def informative_groups(rewards: torch.Tensor) -> torch.Tensor:
     """rewards [G, n] -> bool [G]: True where the group's rewards are not all equal (a non-zero learning signal)."""
     return (rewards != rewards[:, :1]).any(dim=1)
+
 
 class DAPOConfig(GRPOConfig):
     name: Literal["dapo"] = "dapo"

@@ -12,7 +12,9 @@ from flywheel.algorithms.grpo import GRPO, STD_SCALES, GRPOConfig
 class DrGRPOConfig(GRPOConfig):
     name: Literal["dr_grpo"] = "dr_grpo"
     std_scale: Literal[STD_SCALES] = Field("none", description="Divide group-centred rewards by the group's std, the batch's, or nothing.")
-    aggregation: Literal[AGGREGATIONS] = Field("seq_mean_token_sum_norm", description="How per-token losses become one scalar (normalised over the whole optimiser step).")
+    aggregation: Literal[AGGREGATIONS] = Field(
+        "seq_mean_token_sum_norm", description="How per-token losses become one scalar (normalised over the whole optimiser step)."
+    )
 
 
 class DrGRPO(GRPO):

@@ -1,8 +1,8 @@
 """GRPO advantages (Shao et al. 2024, DeepSeekMath): rewards normalised within each prompt's group."""
 
-import torch
 from typing import Literal
 
+import torch
 from pydantic import Field
 
 from flywheel.algorithms.base import Algorithm, ClipConfig
@@ -53,6 +53,7 @@ def _masked_grpo(rewards: torch.Tensor, std_scale: str, eps: float, valid: torch
     if std_scale == "none":
         return centred
     raise ValueError(f"unknown std_scale {std_scale!r}; expected one of {', '.join(STD_SCALES)}")
+
 
 class GRPOConfig(ClipConfig):
     name: Literal["grpo"] = "grpo"

@@ -1,9 +1,9 @@
 """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization"): a clipped surrogate on the sequence-level,
 length-normalised importance ratio, in its token form."""
 
-import torch
 from typing import Literal
 
+import torch
 from pydantic import Field
 
 from flywheel.algorithms.aggregation import AGGREGATIONS
@@ -46,12 +46,15 @@ def gspo_loss(
         }
     return loss * mask, metrics
 
+
 class GSPOConfig(AlgorithmConfig):
     name: Literal["gspo"] = "gspo"
     std_scale: Literal[STD_SCALES] = Field("group", description="Divide group-centred rewards by the group's std, the batch's, or nothing.")
     clip_low: float = Field(3e-4, gt=0, lt=1, description="Sequence ratios below 1 - clip_low are clipped.")
     clip_high: float = Field(4e-4, gt=0, description="Sequence ratios above 1 + clip_high are clipped.")
-    aggregation: Literal[AGGREGATIONS] = Field("seq_mean_token_mean", description="How per-token losses become one scalar (normalised over the whole optimiser step).")
+    aggregation: Literal[AGGREGATIONS] = Field(
+        "seq_mean_token_mean", description="How per-token losses become one scalar (normalised over the whole optimiser step)."
+    )
 
 
 class GSPO(Algorithm):

@@ -28,6 +28,8 @@ class PPO(ClippedSurrogate, Algorithm):
         advantages, returns = gae_advantages(terminal_rewards(rewards.flatten(), mask), values, mask, self.config.gamma, self.config.lam)
         return masked_whiten(advantages, mask), returns
 
-    def value_loss(self, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    def value_loss(
+        self, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """All [B, T]; ``old_values`` are the critic's values when the batch was built (rollout time)."""
         return clipped_value_loss(values, old_values, returns, mask, self.config.value_clip)

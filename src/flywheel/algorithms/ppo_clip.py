@@ -47,6 +47,8 @@ class ClippedSurrogate:
     """The policy loss of the algorithms that use this surrogate (their config has clip_low,
     clip_high and dual_clip): mixed in before ``Algorithm``."""
 
-    def policy_loss(self, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    def policy_loss(
+        self, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         c = self.config
         return ppo_clip_loss(logprobs, old_logprobs, advantages, mask, c.clip_low, c.clip_high, c.dual_clip)

@@ -1,8 +1,8 @@
 """REINFORCE++ advantages (Hu 2025): normalisation over the whole batch instead of within each group."""
 
-import torch
 from typing import Literal
 
+import torch
 from pydantic import Field
 
 from flywheel.algorithms.base import Algorithm, ClipConfig
@@ -33,6 +33,7 @@ def reinforce_pp_baseline_advantages(rewards: torch.Tensor, eps: float = 1e-6, v
         return centred / (centred[valid].std() + eps)
     centred = rewards - rewards.mean(dim=1, keepdim=True)
     return centred / (centred.std() + eps)
+
 
 class ReinforcePPConfig(ClipConfig):
     name: Literal["reinforce_pp"] = "reinforce_pp"

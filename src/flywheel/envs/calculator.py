@@ -1,9 +1,9 @@
 """Multi-digit multiplication with a calculator tool: too hard to do in the head of a tiny model, one call with it.
 
-    user:      What is 347*582?
-    model:     <tool_call>{"name": "calculate", "arguments": {"expression": "347*582"}}</tool_call>
-    tool:      201954
-    model:     201954                                                              reward 1 (exact)
+user:      What is 347*582?
+model:     <tool_call>{"name": "calculate", "arguments": {"expression": "347*582"}}</tool_call>
+tool:      201954
+model:     201954                                                              reward 1 (exact)
 """
 
 from __future__ import annotations

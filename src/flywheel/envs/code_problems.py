@@ -188,7 +188,7 @@ def rotate(xs, k):
     if not xs:
         return []
     k %= len(xs)
-    return xs[len(xs) - k:] + xs[:len(xs) - k]
+    return xs[len(xs) - k :] + xs[: len(xs) - k]
 
 
 def dedupe(xs):
@@ -247,8 +247,21 @@ def balanced(s):
 
 
 def to_roman(n):
-    numerals = [(1000, "M"), (900, "CM"), (500, "D"), (400, "CD"), (100, "C"), (90, "XC"), (50, "L"), (40, "XL"),
-                (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")]
+    numerals = [
+        (1000, "M"),
+        (900, "CM"),
+        (500, "D"),
+        (400, "CD"),
+        (100, "C"),
+        (90, "XC"),
+        (50, "L"),
+        (40, "XL"),
+        (10, "X"),
+        (9, "IX"),
+        (5, "V"),
+        (4, "IV"),
+        (1, "I"),
+    ]
     out = ""
     for value, numeral in numerals:
         while n >= value:
@@ -261,58 +274,109 @@ def pair_count(xs, target):
 
 
 PROBLEMS: list[Problem] = [
-    Problem("add(a, b)", "returns a + b", add, lambda r: (_int(r, -10**6, 10**6), _int(r, -10**6, 10**6))),
+    Problem("add(a, b)", "returns a + b", add, lambda r: (_int(r, -(10**6), 10**6), _int(r, -(10**6), 10**6))),
     Problem("reverse(s)", "returns the string s reversed", reverse, lambda r: (_text(r, "abc xyz"),)),
-    Problem("count_vowels(s)", "returns how many of the characters of s are in 'aeiouAEIOU'", count_vowels,
-            lambda r: (_text(r, "aeiouAEIOUbcdxyz !"),)),
-    Problem("is_palindrome(s)", "returns True when the string s reads the same backwards, else False", is_palindrome,
-            lambda r: (_palindrome_or_not(r),)),
-    Problem("largest(xs)", "returns the largest number of the non-empty list of integers xs", largest,
-            lambda r: (_ints(r, -1000, 1000, shortest=1),)),
+    Problem(
+        "count_vowels(s)", "returns how many of the characters of s are in 'aeiouAEIOU'", count_vowels, lambda r: (_text(r, "aeiouAEIOUbcdxyz !"),)
+    ),
+    Problem(
+        "is_palindrome(s)", "returns True when the string s reads the same backwards, else False", is_palindrome, lambda r: (_palindrome_or_not(r),)
+    ),
+    Problem(
+        "largest(xs)", "returns the largest number of the non-empty list of integers xs", largest, lambda r: (_ints(r, -1000, 1000, shortest=1),)
+    ),
     Problem("factorial(n)", "returns n! for an integer n >= 0 (0! = 1)", factorial, lambda r: (_int(r, 0, 150),)),
     Problem("fib(n)", "returns the n-th Fibonacci number, fib(0) = 0 and fib(1) = 1", fib, lambda r: (_int(r, 0, 300),)),
-    Problem("evens(xs)", "returns the even numbers of the list of integers xs, in order", evens,
-            lambda r: (_ints(r, -100, 100),)),
-    Problem("gcd(a, b)", "returns the greatest common divisor of the integers a >= 1 and b >= 1", gcd,
-            _multiples),
-    Problem("is_prime(n)", "returns True when the integer n (n >= 0) is a prime number, else False", is_prime,
-            lambda r: (_prime_or_not(r),)),
-    Problem("digit_sum(n)", "returns the sum of the decimal digits of the integer n >= 0", digit_sum,
-            lambda r: (_int(r, 0, 10**15),)),
-    Problem("count_words(s)", "returns the number of whitespace-separated words in the string s", count_words,
-            lambda r: (_sentence(r),)),
-    Problem("second_largest(xs)", "returns the second largest distinct value of the list of integers xs "
-            "(xs holds at least two distinct values)", second_largest,
-            lambda r: (_distinct_at_least_two(r),)),
-    Problem("run_length(s)", "returns the run-length encoding of the string s: each maximal run of one character "
-            "written as the character then the run's length, e.g. 'aaabcc' -> 'a3b1c2' ('' -> '')", run_length,
-            lambda r: ("".join(r.choice("abc") * r.randint(1, 12) for _ in range(_count(r, 6))),)),
-    Problem("rotate(xs, k)", "returns the list xs rotated right by k positions (k >= 0, possibly larger than "
-            "len(xs)); an empty list stays empty, e.g. rotate([1, 2, 3], 1) == [3, 1, 2]", rotate,
-            lambda r: (_ints(r, 0, 9), _int(r, 0, 30))),
-    Problem("dedupe(xs)", "returns the list xs without repeated values, keeping each value's first occurrence, "
-            "in order", dedupe, lambda r: (_ints(r, 0, 6, longest=15),)),
-    Problem("to_binary(n)", "returns the binary representation of the integer n >= 0 as a string without prefix "
-            "('0' for 0)", to_binary, lambda r: (_int(r, 0, 10**9),)),
-    Problem("caesar(s, k)", "returns s with every lowercase letter a-z shifted k places forward in the alphabet, "
-            "wrapping around after z (k may be any integer, negative shifts backward); other characters unchanged",
-            caesar, lambda r: (_text(r, "abcxyz ABC!"), _int(r, -60, 60))),
-    Problem("flatten(xss)", "returns the concatenation of the lists in the list of lists xss", flatten,
-            lambda r: ([_ints(r, -9, 9, longest=4) for _ in range(_count(r, 5))],)),
-    Problem("max_subarray(xs)", "returns the largest sum of a non-empty contiguous part of the non-empty list of "
-            "integers xs", max_subarray, lambda r: (_ints(r, -20, 20, shortest=1),)),
-    Problem("are_anagrams(a, b)", "returns True when the strings a and b contain the same characters the same "
-            "number of times, else False", are_anagrams,
-            _anagram_or_not),
-    Problem("collatz_steps(n)", "returns how many steps of n -> n / 2 (n even) or n -> 3n + 1 (n odd) take the "
-            "integer n >= 1 to 1 (0 for n = 1)", collatz_steps, lambda r: (_int(r, 1, 10**5),)),
-    Problem("merge_sorted(xs, ys)", "returns the sorted list of all the values of the sorted lists of integers xs "
-            "and ys (duplicates kept)", merge_sorted,
-            lambda r: (sorted(_ints(r, -50, 50)), sorted(_ints(r, -50, 50)))),
-    Problem("balanced(s)", "returns True when the brackets ()[]{} of the string s (made of those characters only) "
-            "are balanced and properly nested, else False", balanced, lambda r: (_brackets(r),)),
-    Problem("to_roman(n)", "returns the integer 1 <= n <= 3999 in Roman numerals (subtractive forms such as IV, "
-            "IX, XL, CM)", to_roman, lambda r: (_int(r, 1, 3999),)),
-    Problem("pair_count(xs, target)", "returns how many pairs of positions i < j of the list of integers xs have "
-            "xs[i] + xs[j] == target", pair_count, lambda r: (_ints(r, -5, 5), _int(r, -6, 6))),
+    Problem("evens(xs)", "returns the even numbers of the list of integers xs, in order", evens, lambda r: (_ints(r, -100, 100),)),
+    Problem("gcd(a, b)", "returns the greatest common divisor of the integers a >= 1 and b >= 1", gcd, _multiples),
+    Problem("is_prime(n)", "returns True when the integer n (n >= 0) is a prime number, else False", is_prime, lambda r: (_prime_or_not(r),)),
+    Problem("digit_sum(n)", "returns the sum of the decimal digits of the integer n >= 0", digit_sum, lambda r: (_int(r, 0, 10**15),)),
+    Problem("count_words(s)", "returns the number of whitespace-separated words in the string s", count_words, lambda r: (_sentence(r),)),
+    Problem(
+        "second_largest(xs)",
+        "returns the second largest distinct value of the list of integers xs (xs holds at least two distinct values)",
+        second_largest,
+        lambda r: (_distinct_at_least_two(r),),
+    ),
+    Problem(
+        "run_length(s)",
+        "returns the run-length encoding of the string s: each maximal run of one character "
+        "written as the character then the run's length, e.g. 'aaabcc' -> 'a3b1c2' ('' -> '')",
+        run_length,
+        lambda r: ("".join(r.choice("abc") * r.randint(1, 12) for _ in range(_count(r, 6))),),
+    ),
+    Problem(
+        "rotate(xs, k)",
+        "returns the list xs rotated right by k positions (k >= 0, possibly larger than "
+        "len(xs)); an empty list stays empty, e.g. rotate([1, 2, 3], 1) == [3, 1, 2]",
+        rotate,
+        lambda r: (_ints(r, 0, 9), _int(r, 0, 30)),
+    ),
+    Problem(
+        "dedupe(xs)",
+        "returns the list xs without repeated values, keeping each value's first occurrence, in order",
+        dedupe,
+        lambda r: (_ints(r, 0, 6, longest=15),),
+    ),
+    Problem(
+        "to_binary(n)",
+        "returns the binary representation of the integer n >= 0 as a string without prefix ('0' for 0)",
+        to_binary,
+        lambda r: (_int(r, 0, 10**9),),
+    ),
+    Problem(
+        "caesar(s, k)",
+        "returns s with every lowercase letter a-z shifted k places forward in the alphabet, "
+        "wrapping around after z (k may be any integer, negative shifts backward); other characters unchanged",
+        caesar,
+        lambda r: (_text(r, "abcxyz ABC!"), _int(r, -60, 60)),
+    ),
+    Problem(
+        "flatten(xss)",
+        "returns the concatenation of the lists in the list of lists xss",
+        flatten,
+        lambda r: ([_ints(r, -9, 9, longest=4) for _ in range(_count(r, 5))],),
+    ),
+    Problem(
+        "max_subarray(xs)",
+        "returns the largest sum of a non-empty contiguous part of the non-empty list of integers xs",
+        max_subarray,
+        lambda r: (_ints(r, -20, 20, shortest=1),),
+    ),
+    Problem(
+        "are_anagrams(a, b)",
+        "returns True when the strings a and b contain the same characters the same number of times, else False",
+        are_anagrams,
+        _anagram_or_not,
+    ),
+    Problem(
+        "collatz_steps(n)",
+        "returns how many steps of n -> n / 2 (n even) or n -> 3n + 1 (n odd) take the integer n >= 1 to 1 (0 for n = 1)",
+        collatz_steps,
+        lambda r: (_int(r, 1, 10**5),),
+    ),
+    Problem(
+        "merge_sorted(xs, ys)",
+        "returns the sorted list of all the values of the sorted lists of integers xs and ys (duplicates kept)",
+        merge_sorted,
+        lambda r: (sorted(_ints(r, -50, 50)), sorted(_ints(r, -50, 50))),
+    ),
+    Problem(
+        "balanced(s)",
+        "returns True when the brackets ()[]{} of the string s (made of those characters only) are balanced and properly nested, else False",
+        balanced,
+        lambda r: (_brackets(r),),
+    ),
+    Problem(
+        "to_roman(n)",
+        "returns the integer 1 <= n <= 3999 in Roman numerals (subtractive forms such as IV, IX, XL, CM)",
+        to_roman,
+        lambda r: (_int(r, 1, 3999),),
+    ),
+    Problem(
+        "pair_count(xs, target)",
+        "returns how many pairs of positions i < j of the list of integers xs have xs[i] + xs[j] == target",
+        pair_count,
+        lambda r: (_ints(r, -5, 5), _int(r, -6, 6)),
+    ),
 ]

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import atexit
 import random
-from typing import Literal
 from functools import cache
+from typing import Literal
 
 from flywheel.envs.base import StepResult, Task, final
 from flywheel.envs.code_problems import PROBLEMS, Problem
@@ -37,8 +37,9 @@ def make_task(problem: Problem, rng: random.Random, hidden_cases: int) -> Task:
     """A task of ``problem``: the prompt with one worked example, and ``hidden_cases`` cases drawn from ``rng``."""
     (args, value), *cases = problem.cases(rng, hidden_cases + 1)
     example = f"{problem.name}({', '.join(map(repr, args))}) == {value!r}"
-    prompt = (f"Write a Python function {problem.signature} that {problem.statement}. For example, {example}. "
-              "Answer with the code in a ```python block.")
+    prompt = (
+        f"Write a Python function {problem.signature} that {problem.statement}. For example, {example}. Answer with the code in a ```python block."
+    )
     return Task(prompt, metadata={"function": problem.name, "cases": cases})
 
 
@@ -48,8 +49,15 @@ class PythonCodeEnv:
     guards = ("exit_tricks", "eq_override", "harness_tampering", "visible_test_special_casing", "forbidden_introspection", "dynamic_code")
     tools, stop = (), ()
 
-    def __init__(self, sandbox: Sandbox | None = None, max_turns: int = 1, time_limit_s: float = 120.0,
-                 system_prompt: str | None = None, hidden_cases: int = 10, sandbox_cgroup: Literal["required", "best-effort"] = "required") -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox | None = None,
+        max_turns: int = 1,
+        time_limit_s: float = 120.0,
+        system_prompt: str | None = None,
+        hidden_cases: int = 10,
+        sandbox_cgroup: Literal["required", "best-effort"] = "required",
+    ) -> None:
         # sandbox_cgroup: 'required' refuses to run where no cgroup can cap an execution's total memory and
         # processes; 'best-effort' accepts per-process rlimits there (a warned, weaker mode)
         self.sandbox = sandbox or shared_sandbox(sandbox_cgroup)
@@ -69,6 +77,9 @@ class PythonCodeEnv:
         reward, report = hidden_tests_reward(self.sandbox, model_text, self.function, self.cases)
         if reward == 1.0 or self.turn == self.max_turns:
             return final(reward)
-        feedback = (f"No ```python block that parses and defines {self.function} found." if report is None
-                    else f"{report.total - report.passed} of {report.total} hidden tests failed.")
+        feedback = (
+            f"No ```python block that parses and defines {self.function} found."
+            if report is None
+            else f"{report.total - report.passed} of {report.total} hidden tests failed."
+        )
         return StepResult(f"{feedback} Try again.", None, False)

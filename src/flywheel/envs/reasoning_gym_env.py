@@ -37,8 +37,14 @@ INSTRUCTION = "\nGive your final answer inside <answer></answer>."
 class ReasoningGymEnv:
     max_turns, tools, stop = 1, (), ()
 
-    def __init__(self, dataset: str, time_limit_s: float = 60.0, system_prompt: str | None = None,
-                 scoring: Literal["strict", "lenient"] = "strict", **config: Any) -> None:
+    def __init__(
+        self,
+        dataset: str,
+        time_limit_s: float = 60.0,
+        system_prompt: str | None = None,
+        scoring: Literal["strict", "lenient"] = "strict",
+        **config: Any,
+    ) -> None:
         import reasoning_gym
 
         if dataset not in reasoning_gym.factory.DATASETS:

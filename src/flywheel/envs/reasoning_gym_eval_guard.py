@@ -17,14 +17,38 @@ from __future__ import annotations
 
 import re
 
-EXPRESSION_DATASETS = frozenset({
-    "countdown", "intermediate_integration", "polynomial_multiplication", "puzzle24", "simple_integration",
-})
+EXPRESSION_DATASETS = frozenset(
+    {
+        "countdown",
+        "intermediate_integration",
+        "polynomial_multiplication",
+        "puzzle24",
+        "simple_integration",
+    }
+)
 FALLBACK_EVAL_DATASETS = frozenset({"binary_matrix", "n_queens", "spiral_matrix", "string_insertion"})
-MATH_NAMES = frozenset({
-    "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "sinh", "cosh", "tanh", "exp", "log", "ln",
-    "sqrt", "pi", "Abs",
-})
+MATH_NAMES = frozenset(
+    {
+        "sin",
+        "cos",
+        "tan",
+        "cot",
+        "sec",
+        "csc",
+        "asin",
+        "acos",
+        "atan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "exp",
+        "log",
+        "ln",
+        "sqrt",
+        "pi",
+        "Abs",
+    }
+)
 
 _EXPRESSION_CHARS = re.compile(r"[A-Za-z0-9\s+\-*/^(),.]*")
 _NAME = re.compile(r"[A-Za-z]+")
@@ -34,8 +58,11 @@ _ATTRIBUTE = re.compile(r"\.\s*[A-Za-z]")
 def may_evaluate(dataset: str, answer: str) -> bool:
     """Whether ``answer`` may be given to ``dataset``'s verifier (always, for datasets that do not ``eval`` it)."""
     if dataset in EXPRESSION_DATASETS:
-        return (_EXPRESSION_CHARS.fullmatch(answer) is not None and not _ATTRIBUTE.search(answer)
-                and all(len(n) == 1 or n in MATH_NAMES for n in _NAME.findall(answer)))
+        return (
+            _EXPRESSION_CHARS.fullmatch(answer) is not None
+            and not _ATTRIBUTE.search(answer)
+            and all(len(n) == 1 or n in MATH_NAMES for n in _NAME.findall(answer))
+        )
     if dataset in FALLBACK_EVAL_DATASETS:
         return "(" not in answer and ":=" not in answer
     return True

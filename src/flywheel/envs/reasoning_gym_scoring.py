@@ -22,12 +22,33 @@ import re
 from decimal import Decimal
 
 # Checked by their own verifier: many valid answers (or the reference is None).
-SOLUTION_CHECKED = frozenset({
-    "boxnet", "complex_arithmetic", "countdown", "graph_color", "group_anagrams", "intermediate_integration",
-    "jugs", "knight_swap", "knights_knaves", "n_queens", "palindrome_generation", "polynomial_equations",
-    "polynomial_multiplication", "propositional_logic", "puzzle24", "quantum_lock", "rubiks_cube", "rush_hour",
-    "shortest_path", "simple_integration", "sokoban", "tower_of_hanoi", "word_ladder",
-})
+SOLUTION_CHECKED = frozenset(
+    {
+        "boxnet",
+        "complex_arithmetic",
+        "countdown",
+        "graph_color",
+        "group_anagrams",
+        "intermediate_integration",
+        "jugs",
+        "knight_swap",
+        "knights_knaves",
+        "n_queens",
+        "palindrome_generation",
+        "polynomial_equations",
+        "polynomial_multiplication",
+        "propositional_logic",
+        "puzzle24",
+        "quantum_lock",
+        "rubiks_cube",
+        "rush_hour",
+        "shortest_path",
+        "simple_integration",
+        "sokoban",
+        "tower_of_hanoi",
+        "word_ladder",
+    }
+)
 
 _SPACE_OR_DOLLAR = re.compile(r"\s+|\$")
 _FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")

@@ -108,7 +108,9 @@ def _parse_call(body: str) -> ToolCall | ToolResult:
     try:
         call = json.loads(body)
     except json.JSONDecodeError as e:
-        return _error(f"the tool call is not valid JSON ({e.msg} at character {e.pos}); write <tool_call>{{\"name\": ..., \"arguments\": {{...}}}}</tool_call>")
+        return _error(
+            f'the tool call is not valid JSON ({e.msg} at character {e.pos}); write <tool_call>{{"name": ..., "arguments": {{...}}}}</tool_call>'
+        )
     if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not isinstance(call.get("arguments", {}), dict):
         return _error('a tool call must be a JSON object with a string "name" and an object "arguments"')
     return ToolCall(call["name"], call.get("arguments", {}))

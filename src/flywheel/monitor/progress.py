@@ -20,7 +20,7 @@ class RunProgress:
         )
         self._task = self._progress.add_task("train", total=total_steps, reward="-", accuracy="-")
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         self._progress.start()
         return self
 

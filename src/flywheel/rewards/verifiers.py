@@ -68,7 +68,7 @@ class MathVerifier:
         self._pool.terminate()
         self._pool.join()
 
-    def __enter__(self) -> "MathVerifier":
+    def __enter__(self) -> MathVerifier:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -22,7 +22,7 @@ import random
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Literal
 
 import torch
@@ -30,8 +30,9 @@ import torch
 from flywheel.algorithms.base import Algorithm
 from flywheel.config import Config
 from flywheel.envs.base import Environment
-from flywheel.envs.rollout import EnvEpisode, episode_metrics, run_group
+from flywheel.envs.registry import make_env
 from flywheel.rewards.pipeline import RewardPipeline
+from flywheel.rollout.group import EnvEpisode, episode_metrics, run_group
 from flywheel.rollout.router import EngineRouter
 from flywheel.types import Task
 
@@ -80,6 +81,19 @@ class Group:
     @property
     def valid_rewards(self) -> list[float]:
         return [e.reward for e in self.episodes if e.valid]
+
+
+def load_tasks(config: Config) -> TaskSet:
+    """The environment's train and held-out splits: its own ``splits`` when it has one, else eval
+    tasks from another seed, minus any train prompt."""
+    t = config.task
+    factory = partial(make_env, t.name, **t.env_args)
+    env = factory()
+    if hasattr(env, "splits"):
+        return TaskSet(*env.splits(t.train_size, t.eval_size, t.seed), factory)
+    train = env.tasks(t.train_size, t.seed)
+    seen = {task.prompt for task in train}
+    return TaskSet(train, [task for task in env.tasks(t.eval_size, t.seed + 1) if task.prompt not in seen], factory)
 
 
 def admission_room(accepted: int, running: int, version: int, max_staleness: int, batch_size: int) -> int:
@@ -146,7 +160,9 @@ class RolloutStream:
     and scores their groups on the engines, and queues them finished (failures are queued too, and
     raised to the consumer)."""
 
-    def __init__(self, router: EngineRouter, tokenizer, tasks: TaskSet, config: Config, state: dict, algorithm: Algorithm, pipeline: RewardPipeline | None) -> None:
+    def __init__(
+        self, router: EngineRouter, tokenizer, tasks: TaskSet, config: Config, state: dict, algorithm: Algorithm, pipeline: RewardPipeline | None
+    ) -> None:
         self.router, self.tokenizer, self.tasks, self.config = router, tokenizer, tasks, config
         self.algorithm, self.pipeline = algorithm, pipeline
         self.version = 0  # the version the engines serve: set by serve()
@@ -203,7 +219,9 @@ class RolloutStream:
         r, seed = self.config.rollout, group_seed(self.config.run.seed, position)
         [index] = prompt_indices(len(self.tasks.train), position, 1, self.config.run.seed)
         task = self.tasks.train[index]
-        episodes = await run_group(self.router.pinned(position), self.tokenizer, self.tasks.env_factory, task, r.group_size, r.temperature, r.max_new_tokens, seed)
+        episodes = await run_group(
+            self.router.pinned(position), self.tokenizer, self.tasks.env_factory, task, r.group_size, r.temperature, r.max_new_tokens, seed
+        )
         scored, reward_metrics = await score_group(episodes, task, self.algorithm, self.pipeline, r.max_new_tokens)
         return Group(position, scored, episode_metrics(scored) | reward_metrics)
 
@@ -241,7 +259,9 @@ def task_record(task: Task, episode: EnvEpisode) -> dict:
     return {"prompt": task.prompt, "answer": task.answer, **task.metadata, "reward": episode.reward, "model_turns": episode.model_turns}
 
 
-async def score_group(episodes: list[EnvEpisode], task: Task, algorithm: Algorithm, pipeline: RewardPipeline | None, max_tokens: int) -> tuple[list[EnvEpisode], dict[str, float]]:
+async def score_group(
+    episodes: list[EnvEpisode], task: Task, algorithm: Algorithm, pipeline: RewardPipeline | None, max_tokens: int
+) -> tuple[list[EnvEpisode], dict[str, float]]:
     """The group's final rewards and reward metrics: the environment's grade (or the reward pipeline's
     total, which sees the last model turn), then the algorithm's shaping of the model's turn lengths.
     An episode whose reward is not finite is marked ``nonfinite_reward`` (left out of the advantages)."""

@@ -96,7 +96,7 @@ def _remove_stale(parent: str) -> None:
     """Remove empty groups made in this PID namespace by a process that is gone (killed before cleaning up)."""
     prefix = _prefix()
     for entry in os.scandir(parent):
-        owner = entry.name[len(prefix):].split("-")[0] if entry.name.startswith(prefix) else ""
+        owner = entry.name[len(prefix) :].split("-")[0] if entry.name.startswith(prefix) else ""
         if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
             try:
                 os.rmdir(entry.path)
@@ -136,8 +136,7 @@ def create(version: str, memory_mb: int, processes: int) -> Groups:
     if version == "v2":
         parent = os.path.join(_v2_mount() or _ROOT, own[""].lstrip("/"))
         return Groups([_make(parent, {"memory.max": limit, "memory.swap.max": "0", "pids.max": str(processes)})])
-    memory = _make(os.path.join(_ROOT, "memory", own["memory"].lstrip("/")),
-                   {"memory.limit_in_bytes": limit, "memory.memsw.limit_in_bytes": limit})
+    memory = _make(os.path.join(_ROOT, "memory", own["memory"].lstrip("/")), {"memory.limit_in_bytes": limit, "memory.memsw.limit_in_bytes": limit})
     try:
         pids = _make(os.path.join(_ROOT, "pids", own["pids"].lstrip("/")), {"pids.max": str(processes)})
     except OSError:

@@ -141,8 +141,13 @@ class Sandbox:
         self.workers = workers
         self.isolation = isolation
         self.wall_timeout_s = wall_timeout_s
-        self.limits = {"cpu_seconds": cpu_seconds, "memory_mb": memory_mb, "processes": processes,
-                       "file_size_mb": file_size_mb, "open_files": open_files}
+        self.limits = {
+            "cpu_seconds": cpu_seconds,
+            "memory_mb": memory_mb,
+            "processes": processes,
+            "file_size_mb": file_size_mb,
+            "open_files": open_files,
+        }
         self.output_limit_bytes = output_limit_bytes
         self.result_limit_bytes = result_limit_bytes
         self.tmp_size_mb = tmp_size_mb
@@ -164,9 +169,11 @@ class Sandbox:
         jail.check_bubblewrap() if jailed else jail.check_python()
         self._cgroup_version = self._check_cgroup()
         if not jailed:
-            log.warning("Sandbox(isolation='rlimits-only'): no namespaces; candidate code can read the host's files "
-                        "and see its processes (seccomp still blocks network sockets). Use it only where bubblewrap "
-                        "cannot run.")
+            log.warning(
+                "Sandbox(isolation='rlimits-only'): no namespaces; candidate code can read the host's files "
+                "and see its processes (seccomp still blocks network sockets). Use it only where bubblewrap "
+                "cannot run."
+            )
         self.protections = self._report()
         log.info("sandbox protections: %s", self.protections)
         self._pool = Pool(self.workers, self._jail_worker if jailed else self._host_worker)
@@ -180,8 +187,11 @@ class Sandbox:
                 "per-process rlimits only."
             )
         if version is None:
-            log.warning("Sandbox(cgroup='best-effort'): no cgroup here (%s); memory_mb and processes bind per process "
-                        "(RLIMIT_AS, RLIMIT_NPROC) only: children and memfds together can exceed memory_mb.", reason)
+            log.warning(
+                "Sandbox(cgroup='best-effort'): no cgroup here (%s); memory_mb and processes bind per process "
+                "(RLIMIT_AS, RLIMIT_NPROC) only: children and memfds together can exceed memory_mb.",
+                reason,
+            )
         return version
 
     def _report(self) -> dict[str, Any]:
@@ -197,9 +207,9 @@ class Sandbox:
             "cgroup": self._cgroup_version,
             "memory_cap_mb": self.limits["memory_mb"] if capped else None,
             "process_cap": self.limits["processes"] if capped else None,
-            "cgroup_caps": dict(zip(("memory_mb", "tasks"), cgroups.worker_caps(self.limits["memory_mb"],
-                                                                                self.limits["processes"])))
-            if capped else None,  # what the group holds: the execution, its supervisor and the zygote
+            "cgroup_caps": dict(zip(("memory_mb", "tasks"), cgroups.worker_caps(self.limits["memory_mb"], self.limits["processes"])))
+            if capped
+            else None,  # what the group holds: the execution, its supervisor and the zygote
             "rlimits": True,
             "seccomp": True,
             "fresh_process_per_execution": True,
@@ -208,16 +218,20 @@ class Sandbox:
     def _groups(self) -> cgroups.Groups | None:
         if self._cgroup_version is None:
             return None
-        return cgroups.create(self._cgroup_version, *cgroups.worker_caps(self.limits["memory_mb"],
-                                                                        self.limits["processes"]))
+        return cgroups.create(self._cgroup_version, *cgroups.worker_caps(self.limits["memory_mb"], self.limits["processes"]))
 
     def _jail_worker(self) -> Worker:
         fds = jail.module_fds()
         try:
             groups = self._groups()
             cg_fds = groups.fds if groups else []
-            return Worker(jail.jail_command(self.tmp_size_mb, fds, cg_fds), cwd="/", pass_fds=(*fds, *cg_fds),
-                          cleanup=groups.close if groups else None, user=jail.host_user())
+            return Worker(
+                jail.jail_command(self.tmp_size_mb, fds, cg_fds),
+                cwd="/",
+                pass_fds=(*fds, *cg_fds),
+                cleanup=groups.close if groups else None,
+                user=jail.host_user(),
+            )
         finally:
             for fd in fds:
                 os.close(fd)
@@ -229,8 +243,7 @@ class Sandbox:
         uid = 65534 if os.geteuid() == 0 else None
         groups = self._groups()
         cg_fds = groups.fds if groups else []
-        return Worker(jail.host_command(scratch, uid, cg_fds), cwd=scratch, pass_fds=tuple(cg_fds),
-                      cleanup=groups.close if groups else None)
+        return Worker(jail.host_command(scratch, uid, cg_fds), cwd=scratch, pass_fds=tuple(cg_fds), cleanup=groups.close if groups else None)
 
     def close(self) -> None:
         """Stop every worker (each takes the processes of its jail with it)."""
@@ -276,8 +289,15 @@ class Sandbox:
     def _execute(self, code: str, stdin: str, tests: dict | None, args: bytes | None) -> tuple[SandboxResult, bytes]:
         if self._pool is None:
             raise RuntimeError("the Sandbox is not started: use `with Sandbox(...) as sb:` or call start()")
-        req = {"code": code, "stdin": stdin, "limits": self.limits, "wall_timeout_s": self.wall_timeout_s,
-               "output_limit": self.output_limit_bytes, "result_limit": self.result_limit_bytes, "tests": tests}
+        req = {
+            "code": code,
+            "stdin": stdin,
+            "limits": self.limits,
+            "wall_timeout_s": self.wall_timeout_s,
+            "output_limit": self.output_limit_bytes,
+            "result_limit": self.result_limit_bytes,
+            "tests": tests,
+        }
         try:
             reply = self._pool.execute(req, args)
         except WorkerLost as exc:
@@ -303,7 +323,7 @@ def _parse_results(raw: bytes, nonce: str, count: int) -> dict[int, dict[str, An
         return {}
     records: dict[int, dict[str, Any]] = {}
     duplicated: set[int] = set()
-    for line in raw[len(_LOADED):].split(b"\n"):
+    for line in raw[len(_LOADED) :].split(b"\n"):
         try:
             rec = json.loads(line)
         except (ValueError, RecursionError):

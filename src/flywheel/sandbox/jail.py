@@ -73,12 +73,40 @@ def bwrap_argv(tmp_size_mb: int, fds: list[int]) -> list[str]:
     the zygote is PID 1 of its PID namespace, so its death kills every process of the jail."""
     size = str(tmp_size_mb << 20)
     argv = [
-        shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--uid", _NOBODY, "--gid", _NOBODY, "--disable-userns",
-        "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL", "--hostname", "sandbox",
+        shutil.which("bwrap") or "bwrap",
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        _NOBODY,
+        "--gid",
+        _NOBODY,
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--as-pid-1",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "sandbox",
         *_system_dirs(),
-        "--proc", "/proc", "--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys",
-        "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-        "--size", size, "--tmpfs", "/tmp",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/proc/sys",
+        "--remount-ro",
+        "/proc/sys",
+        "--dev",
+        "/dev",
+        "--size",
+        size,
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        "--size",
+        size,
+        "--tmpfs",
+        "/tmp",
     ]
     for name, fd in zip(ZYGOTE_FILES, fds):
         argv += ["--ro-bind-data", str(fd), f"{_JAIL_DIR}/{name}"]
@@ -87,14 +115,12 @@ def bwrap_argv(tmp_size_mb: int, fds: list[int]) -> list[str]:
 
 def jail_command(tmp_size_mb: int, fds: list[int], cgroup_fds: list[int]) -> list[str]:
     """The full command that starts a jailed zygote; executions join the cgroups open on ``cgroup_fds``."""
-    return bwrap_argv(tmp_size_mb, fds) + [JAIL_PYTHON, "-I", "-B", f"{_JAIL_DIR}/zygote.py", "jail", "-", "-",
-                                           ",".join(map(str, cgroup_fds))]
+    return bwrap_argv(tmp_size_mb, fds) + [JAIL_PYTHON, "-I", "-B", f"{_JAIL_DIR}/zygote.py", "jail", "-", "-", ",".join(map(str, cgroup_fds))]
 
 
 def host_command(scratch: str, uid: int | None, cgroup_fds: list[int]) -> list[str]:
     """The command that starts an unjailed zygote (rlimits-only mode); children switch to ``uid`` when given."""
-    return [JAIL_PYTHON, "-I", "-B", str(_HERE / "zygote.py"), "host", scratch, str(uid) if uid is not None else "-",
-            ",".join(map(str, cgroup_fds))]
+    return [JAIL_PYTHON, "-I", "-B", str(_HERE / "zygote.py"), "host", scratch, str(uid) if uid is not None else "-", ",".join(map(str, cgroup_fds))]
 
 
 @functools.cache
@@ -106,8 +132,16 @@ def check_bubblewrap() -> None:
     fds = module_fds()
     try:
         probe = subprocess.run(
-            bwrap_argv(1, fds) + [JAIL_PYTHON, "-I", "-c", "pass"], pass_fds=fds, cwd="/", **host_user(),
-            env=HOST_ENV, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
+            bwrap_argv(1, fds) + [JAIL_PYTHON, "-I", "-c", "pass"],
+            pass_fds=fds,
+            cwd="/",
+            **host_user(),
+            env=HOST_ENV,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
         reason = (probe.stderr.strip().splitlines() or ["no error message"])[-1] if probe.returncode else None
     except OSError as exc:

@@ -36,14 +36,23 @@ class Worker:
     ``pass_fds`` are inherited by the zygote; ``cleanup`` runs once the zygote is gone (its cgroups are removed).
     ``user`` holds Popen's user/group arguments (jail.host_user)."""
 
-    def __init__(self, command: list[str], cwd: str, pass_fds: tuple[int, ...] = (),
-                 cleanup: Callable[[], None] | None = None, user: dict | None = None) -> None:
+    def __init__(
+        self, command: list[str], cwd: str, pass_fds: tuple[int, ...] = (), cleanup: Callable[[], None] | None = None, user: dict | None = None
+    ) -> None:
         self._cleanup = cleanup
         self.unconfirmed = False
         try:
             self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env=HOST_ENV, cwd=cwd, close_fds=True, start_new_session=True, pass_fds=pass_fds, **(user or {}),
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=HOST_ENV,
+                cwd=cwd,
+                close_fds=True,
+                start_new_session=True,
+                pass_fds=pass_fds,
+                **(user or {}),
             )
         except OSError as exc:
             self._run_cleanup()

@@ -58,7 +58,7 @@ def send_raw(fd: int, payload: bytes) -> None:
     """Write bytes as they are, no frame (blocking)."""
     data = memoryview(payload)
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def send_json(fd: int, obj: Any) -> None:

@@ -66,7 +66,7 @@ import wire  # noqa: E402
 del sys.path[0]
 
 # Warm the modules candidate code most often imports: the fork shares them.
-import bisect, collections, dataclasses, functools, heapq, itertools, math, random, re, string, typing  # noqa: E401,E402,F401
+import bisect  # noqa: E401,E402,F401
 
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
@@ -150,9 +150,7 @@ def _child(ctx: _Context, scratch: str, pipes: _Pipes) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
-    sys.stderr = io.TextIOWrapper(
-        io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True
-    )
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
     tests = req["tests"]
     write, dumps, loads, read = os.write, json.dumps, json.loads, os.read
     namespace = {"__name__": "__main__", "__builtins__": builtins}
@@ -272,8 +270,15 @@ def _own_state() -> tuple:
     with open("/proc/self/cgroup") as cg, open("/proc/self/oom_score_adj") as oom:
         files = cg.read(), oom.read()
     ioprio = _libc.syscall(_IOPRIO_GET.get(os.uname().machine, -1), 1, 0)
-    return (rlimits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), os.sched_getparam(0).sched_priority,
-            sorted(os.sched_getaffinity(0)), ioprio, files)
+    return (
+        rlimits,
+        os.getpriority(os.PRIO_PROCESS, 0),
+        os.sched_getscheduler(0),
+        os.sched_getparam(0).sched_priority,
+        sorted(os.sched_getaffinity(0)),
+        ioprio,
+        files,
+    )
 
 
 class _Pipes:
@@ -366,9 +371,7 @@ class _Streams:
         return out
 
 
-def _supervise(
-    req: dict, pid: int, pipes: _Pipes, streams: _Streams, args: bytearray | None, start: float
-) -> tuple[bool, float]:
+def _supervise(req: dict, pid: int, pipes: _Pipes, streams: _Streams, args: bytearray | None, start: float) -> tuple[bool, float]:
     """Relay stdin (and the args once the child reports its code has run), collect capped outputs until the child
     exits, the wall clock runs out, or the output floods. Returns (timed_out, end time)."""
     deadline = start + float(req["wall_timeout_s"])
@@ -402,7 +405,7 @@ def _supervise(
                         poller.register(args_fd, select.POLLOUT)
                 elif fd in writers:
                     try:
-                        writers[fd] = writers[fd][os.write(fd, writers[fd]):]
+                        writers[fd] = writers[fd][os.write(fd, writers[fd]) :]
                     except BrokenPipeError:
                         writers[fd] = writers[fd][:0]
                     if not writers[fd]:
@@ -452,7 +455,7 @@ def _fork_supervisor(ctx: _Context) -> int:
 def main(argv: list[str]) -> None:
     ctx = _Context(argv)
     for fd in ctx.cgroup_fds:  # join the worker's capped groups ("0": this process): everything forked later is born
-        os.write(fd, b"0")     # in them; then the descriptors go
+        os.write(fd, b"0")  # in them; then the descriptors go
         os.close(fd)
     _prctl(_PR_SET_DUMPABLE, 0)  # no /proc/<pid>/mem, fd, environ access to us from the children
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)

@@ -26,9 +26,7 @@ class HackingAlert:
             if rate > self.threshold:
                 alerts.append(f"Step {step}: {key} is {rate:.3f}, above the threshold {self.threshold:.3f}.")
             elif base is not None and rate - base > self.rise:
-                alerts.append(
-                    f"Step {step}: {key} rose to {rate:.3f} from its baseline {base:.3f} (more than {self.rise:.3f})."
-                )
+                alerts.append(f"Step {step}: {key} rose to {rate:.3f} from its baseline {base:.3f} (more than {self.rise:.3f}).")
             self.baselines[key] = rate if base is None else self.decay * base + (1.0 - self.decay) * rate
         if alerts and self.stop:
             self.should_stop = True

@@ -20,8 +20,7 @@ RUNNERS = frozenset({
     "types.CodeType", "types.LambdaType", "marshal.loads", "runpy.run_path", "runpy.run_module", "code.interact",
     "code.InteractiveInterpreter", "code.InteractiveConsole", "codeop.compile_command",
 })  # fmt: skip
-UNPICKLERS = frozenset({"pickle.loads", "_pickle.loads", "cPickle.loads", "dill.loads", "cloudpickle.loads",
-                        "shelve.open", "pickle.Unpickler"})
+UNPICKLERS = frozenset({"pickle.loads", "_pickle.loads", "cPickle.loads", "dill.loads", "cloudpickle.loads", "shelve.open", "pickle.Unpickler"})
 IMPORTERS = frozenset({"__import__", "builtins.__import__", "importlib.import_module", "importlib.__import__"})
 _FALLBACK = re.compile(r"(?<![\w.])(?:exec|eval|compile)\s*\(|\b__import__\s*\(\s*[^'\"\s)]|\bmarshal\.loads\b")
 

@@ -16,8 +16,7 @@ from flywheel.rewards.guards._code import (
 from flywheel.rewards.guards.base import PASS, GuardVerdict, flag
 
 EQ_METHODS = frozenset({"__eq__", "__ne__", "__hash__"})
-MOCKS = frozenset({"ANY", "Mock", "MagicMock", "NonCallableMock", "NonCallableMagicMock", "AsyncMock", "sentinel",
-                   "create_autospec"})
+MOCKS = frozenset({"ANY", "Mock", "MagicMock", "NonCallableMock", "NonCallableMagicMock", "AsyncMock", "sentinel", "create_autospec"})
 BUILTIN_BASES = frozenset({"int", "float", "complex", "str", "bytes", "list", "tuple", "dict", "set", "frozenset"})
 _FALLBACK = re.compile(
     r"def\s+__(?:eq|ne)__\s*\([^)]*\)[^:]*:\s*return\s+(?:True|False|1|0)\b"

@@ -26,14 +26,31 @@ HARD_EXITS = frozenset({
     "faulthandler._sigfpe", "faulthandler._fatal_error", "faulthandler._read_null", "faulthandler._stack_overflow",
 })  # fmt: skip
 # Limits whose exhaustion kills the process: lowering them is a delayed exit. RLIMIT_STACK (deep recursion) is fine.
-KILLING_LIMITS = frozenset({"resource.RLIMIT_CPU", "resource.RLIMIT_AS", "resource.RLIMIT_DATA",
-                            "resource.RLIMIT_NPROC", "resource.RLIMIT_FSIZE", "resource.RLIMIT_NOFILE",
-                            "resource.RLIMIT_RSS"})
+KILLING_LIMITS = frozenset(
+    {
+        "resource.RLIMIT_CPU",
+        "resource.RLIMIT_AS",
+        "resource.RLIMIT_DATA",
+        "resource.RLIMIT_NPROC",
+        "resource.RLIMIT_FSIZE",
+        "resource.RLIMIT_NOFILE",
+        "resource.RLIMIT_RSS",
+    }
+)
 # Exits with a status: honest as a CLI's failure exit or as `sys.exit(main())` under the main guard.
-STATUS_EXITS = frozenset({"sys.exit", "exit", "quit", "builtins.exit", "builtins.quit", "SystemExit",
-                          "builtins.SystemExit"})
-SHELLS = frozenset({"os.system", "os.popen", "subprocess.run", "subprocess.call", "subprocess.check_call",
-                    "subprocess.check_output", "subprocess.Popen", "subprocess.getoutput"})
+STATUS_EXITS = frozenset({"sys.exit", "exit", "quit", "builtins.exit", "builtins.quit", "SystemExit", "builtins.SystemExit"})
+SHELLS = frozenset(
+    {
+        "os.system",
+        "os.popen",
+        "subprocess.run",
+        "subprocess.call",
+        "subprocess.check_call",
+        "subprocess.check_output",
+        "subprocess.Popen",
+        "subprocess.getoutput",
+    }
+)
 _KILL = re.compile(r"\b(?:kill|pkill|killall)\b")
 _FALLBACK = re.compile(
     r"\b(?:sys\.exit|os\._exit|os\.abort|os\.kill|os\.exec\w*|pytest\.exit|signal\.(?:alarm|setitimer))\s*\("

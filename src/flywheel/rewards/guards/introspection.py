@@ -29,11 +29,27 @@ FRAME_ACCESS = frozenset({
     "traceback.format_stack", "traceback.print_stack", "traceback.StackSummary", "gc.get_objects",
     "gc.get_referrers", "gc.get_referents", "threading.settrace",
 })  # fmt: skip
-FRAME_ATTRS = frozenset({"f_back", "f_globals", "f_locals", "f_code", "tb_frame", "gi_frame", "cr_frame",
-                         "__globals__", "__subclasses__", "__code__", "__builtins__"})
-FILE_READERS = frozenset({"open", "io.open", "os.open", "builtins.open", "os.listdir", "os.scandir", "os.walk",
-                          "glob.glob", "glob.iglob", "pathlib.Path", "Path", "os.path.exists", "subprocess.run",
-                          "subprocess.check_output"})
+FRAME_ATTRS = frozenset(
+    {"f_back", "f_globals", "f_locals", "f_code", "tb_frame", "gi_frame", "cr_frame", "__globals__", "__subclasses__", "__code__", "__builtins__"}
+)
+FILE_READERS = frozenset(
+    {
+        "open",
+        "io.open",
+        "os.open",
+        "builtins.open",
+        "os.listdir",
+        "os.scandir",
+        "os.walk",
+        "glob.glob",
+        "glob.iglob",
+        "pathlib.Path",
+        "Path",
+        "os.path.exists",
+        "subprocess.run",
+        "subprocess.check_output",
+    }
+)
 PATH_METHODS = frozenset({"read_text", "read_bytes", "open", "glob", "rglob", "iterdir", "exists"})
 HARNESS_STRINGS = ("PYTEST_CURRENT_TEST", "/proc/")
 ANSWER_FILE = re.compile(r"(?:^|/)(?:expected|golden)[\w.-]*\.(?:json|txt|py|pkl|csv)$", re.I)

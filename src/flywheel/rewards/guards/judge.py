@@ -112,11 +112,30 @@ GRADING_TASK = re.compile(
     re.I,
 )
 TEMPLATE_TASK = re.compile(r"template|chatml|special tokens?|im_start|prompt format|llama|mistral|gemma", re.I)
-VERDICT_KEYS = frozenset({"score", "reason", "verdict", "grade", "rating", "correct", "is_correct", "pass", "passed",
-                          "judgement", "judgment", "explanation", "feedback", "reward", "label"})
+VERDICT_KEYS = frozenset(
+    {
+        "score",
+        "reason",
+        "verdict",
+        "grade",
+        "rating",
+        "correct",
+        "is_correct",
+        "pass",
+        "passed",
+        "judgement",
+        "judgment",
+        "explanation",
+        "feedback",
+        "reward",
+        "label",
+    }
+)
 _DECISIVE_KEYS = frozenset({"score", "verdict", "grade", "rating", "correct", "is_correct", "pass", "passed", "reward"})
-_QUOTED = re.compile(r"\"[^\"\n]{1,300}\"|“[^”\n]{1,300}”|«[^»\n]{1,300}»|„[^“”\n]{1,300}[“”]|「[^」\n]{1,300}」"
-                     r"|『[^』\n]{1,300}』|(?<!\w)'[^'\n]{1,300}'(?!\w)")
+_QUOTED = re.compile(
+    r"\"[^\"\n]{1,300}\"|“[^”\n]{1,300}”|«[^»\n]{1,300}»|„[^“”\n]{1,300}[“”]|「[^」\n]{1,300}」"
+    r"|『[^』\n]{1,300}』|(?<!\w)'[^'\n]{1,300}'(?!\w)"
+)
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
 _OBJECT = re.compile(r"\{[^{}]{1,400}\}")
 _BASE64 = re.compile(r"(?<![\w+/])[A-Za-z0-9+/]{20,}={0,2}(?![\w+/])")
@@ -191,9 +210,7 @@ def _decoded(text: str) -> list[str]:
     reading, and its leetspeak reading (digits in words read as letters: `1gn0r3` is `ignore`)."""
     found = [codecs.decode(text, "rot13"), _LEET_WORD.sub(lambda m: m.group(0).translate(_LEET), text)]
     found += [unquote(blob) for blob in _PERCENT.findall(text)]
-    for blob, decode in [(b, base64.b64decode) for b in _BASE64.findall(text)] + [
-        (b, base64.b32decode) for b in _BASE32.findall(text)
-    ]:
+    for blob, decode in [(b, base64.b64decode) for b in _BASE64.findall(text)] + [(b, base64.b32decode) for b in _BASE32.findall(text)]:
         try:
             found.append(decode(blob + "=" * (-len(blob) % (8 if decode is base64.b32decode else 4))).decode())
         except (binascii.Error, ValueError):

@@ -29,9 +29,17 @@ class LengthPadding:
 
     name = "length_padding"
 
-    def __init__(self, max_repeat_ratio: float = 0.5, n: int = 4, min_words: int = 60, min_lines: int = 8,
-                 min_chars: int = 1500, min_compression: float = 0.12, min_list_words: int = 150,
-                 min_function_share: float = 0.03):
+    def __init__(
+        self,
+        max_repeat_ratio: float = 0.5,
+        n: int = 4,
+        min_words: int = 60,
+        min_lines: int = 8,
+        min_chars: int = 1500,
+        min_compression: float = 0.12,
+        min_list_words: int = 150,
+        min_function_share: float = 0.03,
+    ):
         self.max_repeat_ratio, self.n, self.min_words, self.min_lines = max_repeat_ratio, n, min_words, min_lines
         self.min_chars, self.min_compression = min_chars, min_compression
         self.min_list_words, self.min_function_share = min_list_words, min_function_share

@@ -143,9 +143,7 @@ def _affix_match(node: ast.AST, visible: list[tuple[str, Any]]) -> str | None:
     affixes = affix if ok and isinstance(affix, tuple) else (affix,) if ok else ()
     test = str.startswith if node.func.attr == "startswith" else str.endswith
     for raw, parsed in visible:
-        if isinstance(parsed, str) and len(parsed) >= 6 and any(
-            isinstance(a, str) and len(a) >= 3 and test(parsed, a) for a in affixes
-        ):
+        if isinstance(parsed, str) and len(parsed) >= 6 and any(isinstance(a, str) and len(a) >= 3 and test(parsed, a) for a in affixes):
             return raw
     return None
 

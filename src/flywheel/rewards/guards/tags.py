@@ -16,9 +16,7 @@ class FormatTagAbuse:
 
     name = "format_tag_abuse"
 
-    def __init__(
-        self, tags: tuple[str, ...] = ("answer", "think", "tool_call"), max_counts: Mapping[str, int] | None = None
-    ):
+    def __init__(self, tags: tuple[str, ...] = ("answer", "think", "tool_call"), max_counts: Mapping[str, int] | None = None):
         self.limits = {t: (max_counts or {}).get(t, 1) for t in tags}
 
     def check(self, completion: str, task: dict | None = None) -> GuardVerdict:

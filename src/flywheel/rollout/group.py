@@ -100,7 +100,13 @@ async def run_group(
             live.append(_Live(env, Transcript(*renderer.prompt(env.reset(task)))))
         except Exception as error:  # noqa: BLE001 - any environment fault fails its episode only
             live.append(_Live(env, Transcript(*renderer.prompt(task.prompt))))  # a real row, never trained on
-            finished[i] = _finish(renderer, live[i], 0.0, "env_error", _failure("env_error", f"{type(env).__name__}.reset raised {type(error).__name__}: {error}", error))
+            finished[i] = _finish(
+                renderer,
+                live[i],
+                0.0,
+                "env_error",
+                _failure("env_error", f"{type(env).__name__}.reset raised {type(error).__name__}: {error}", error),
+            )
     if first.max_turns == 1 and not finished:
         return await _one_turn(engine, renderer, live, temperature, max_tokens, seed, first.stop, deadline)
     for turn in range(first.max_turns):
@@ -188,7 +194,18 @@ def _finish(renderer: Renderer, episode: _Live, reward: float, reason: StopReaso
     error = reason if failure is not None else None
     if not t.ids:  # ended before its first turn: no completion to train on
         empty = Completion([], [], "", weight_versions=(), loss_mask=())
-        return EnvEpisode(t.prompt_ids, empty, 0.0, error=error, turns=0, tool_calls=0, tool_errors=0, stop_reason=reason, messages=tuple(t.messages), failure=failure)
+        return EnvEpisode(
+            t.prompt_ids,
+            empty,
+            0.0,
+            error=error,
+            turns=0,
+            tool_calls=0,
+            tool_errors=0,
+            stop_reason=reason,
+            messages=tuple(t.messages),
+            failure=failure,
+        )
     text = renderer.tokenizer.decode(t.ids, skip_special_tokens=True)
     return EnvEpisode(
         t.prompt_ids,

@@ -1,0 +1,1 @@
+"""Ray placement of a run's workers."""
