@@ -48,3 +48,10 @@ def fresh_workers(shared_engine, tmp_path_factory):
 
     yield make
     retire()
+
+
+@pytest.fixture
+def initial_engine(fresh_workers, config):
+    """The session's engine serving the shipped model's initial weights (an earlier test may have
+    trained and synced others)."""
+    return fresh_workers(config).engines[0]

@@ -44,9 +44,9 @@ def tokenizer(config):
     return AutoTokenizer.from_pretrained(ROOT / config.model.path)
 
 
-def test_multi_turn_episodes_append_env_turns_with_zero_mask(shared_engine, tokenizer):
+def test_multi_turn_episodes_append_env_turns_with_zero_mask(initial_engine, tokenizer):
     task = Task("123+456=", "999999")  # never right: every episode runs max_turns turns
-    episodes = asyncio.run(run_group(shared_engine, tokenizer, lambda: Retry(max_turns=3), task, n=8, temperature=1.0, max_tokens=8, seed=5))
+    episodes = asyncio.run(run_group(initial_engine, tokenizer, lambda: Retry(max_turns=3), task, n=8, temperature=1.0, max_tokens=8, seed=5))
     prompt = tokenizer.encode("123+456=")
     for e in episodes:
         assert e.prompt_ids == prompt and e.reward == 0.0
@@ -74,13 +74,13 @@ def test_multi_turn_episodes_append_env_turns_with_zero_mask(shared_engine, toke
     assert metrics["tools/calls_per_episode"] == metrics["env/turns_mean"]
 
 
-def test_the_time_limit_ends_episodes(shared_engine, tokenizer):
+def test_the_time_limit_ends_episodes(initial_engine, tokenizer):
     def slow() -> Retry:
         return Retry(max_turns=5, time_limit_s=1.0, step_delay_s=3.0)
 
     async def timed():  # asyncio.run itself then waits for the abandoned step threads to finish
         t0 = time.monotonic()
-        episodes = await run_group(shared_engine, tokenizer, slow, Task("1+1=", "2"), n=4, temperature=1.0, max_tokens=8, seed=0)
+        episodes = await run_group(initial_engine, tokenizer, slow, Task("1+1=", "2"), n=4, temperature=1.0, max_tokens=8, seed=0)
         return episodes, time.monotonic() - t0
 
     episodes, seconds = asyncio.run(timed())
@@ -90,13 +90,13 @@ def test_the_time_limit_ends_episodes(shared_engine, tokenizer):
     assert all("did not answer within the episode's time limit" in str(e.failure) for e in episodes)
 
 
-def test_many_groups_in_flight_score_like_the_arithmetic_env(shared_engine, tokenizer):
+def test_many_groups_in_flight_score_like_the_arithmetic_env(initial_engine, tokenizer):
     env = make_env("arithmetic")
     tasks = env.tasks(64, seed=0)
 
     async def all_groups():
         return await asyncio.gather(
-            *(run_group(shared_engine, tokenizer, lambda: make_env("arithmetic"), t, 8, 1.0, 8, 100 + 8 * k) for k, t in enumerate(tasks))
+            *(run_group(initial_engine, tokenizer, lambda: make_env("arithmetic"), t, 8, 1.0, 8, 100 + 8 * k) for k, t in enumerate(tasks))
         )
 
     groups = asyncio.run(all_groups())
@@ -109,9 +109,9 @@ def test_many_groups_in_flight_score_like_the_arithmetic_env(shared_engine, toke
     assert 0.15 < mean < 0.6  # the shipped model answers about a third of them (README: 0.305 on held-out problems)
 
 
-def test_stop_strings_end_a_turn_and_stay_in_it(shared_engine, tokenizer):
+def test_stop_strings_end_a_turn_and_stay_in_it(initial_engine, tokenizer):
     prompts = [tokenizer.encode(f"{a}+{a}=") for a in (125, 250, 375, 455)]
-    groups = asyncio.run(shared_engine.generate(prompts, 8, 1.0, 8, 0, ["5"]))
+    groups = asyncio.run(initial_engine.generate(prompts, 8, 1.0, 8, 0, ["5"]))
     stopped = [c for g in groups for c in g if "5" in c.text]
     assert len(stopped) > 4
     for c in stopped:
