@@ -8,7 +8,9 @@ One single-worker pool, so that consecutive executions share a worker.
 from __future__ import annotations
 
 import secrets
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -438,7 +440,13 @@ def test_protections_are_reported(sb):
 
 def test_missing_cgroups_are_refused_or_explicitly_weaker():
     """As an unprivileged caller (no cgroup can be made): the default refuses; the weaker mode warns and says so."""
-    src = str(SANDBOX_DIR.parents[1])
+    # the package, copied where the unprivileged user can read it (the checkout may sit in a root-only directory)
+    readable = Path(tempfile.mkdtemp(prefix="flywheel-nobody-"))
+    shutil.copytree(SANDBOX_DIR, readable / "flywheel/sandbox", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(SANDBOX_DIR.parent / "__init__.py", readable / "flywheel/__init__.py")
+    for path in [readable, *readable.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    src = str(readable)
     probe = dedent("""
         import logging, sys
         logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(levelname)s %(message)s")
@@ -462,7 +470,8 @@ def test_missing_cgroups_are_refused_or_explicitly_weaker():
         extra_groups=[],
         cwd="/",
     )
+    shutil.rmtree(readable)
     lines = out.stdout.splitlines()
-    assert lines[0].startswith("refused: ") and "cgroup" in lines[0], (out.stdout, out.stderr)
+    assert lines and lines[0].startswith("refused: ") and "cgroup" in lines[0], (out.stdout, out.stderr)
     assert any(line.startswith("WARNING") and "cgroup" in line for line in lines), out.stdout
     assert lines[-1] == "None 7", out.stdout
