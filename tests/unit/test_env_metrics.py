@@ -23,3 +23,7 @@ def test_metrics_are_per_episode_means_and_the_error_share_of_all_calls():
 
 def test_no_calls_means_no_errors():
     assert episode_metrics([episode(1, 0, 0)])["tools/error_rate"] == 0.0
+
+
+def test_an_environment_without_tools_reports_no_tool_metrics():
+    assert set(episode_metrics([episode(1, 0, 0)], tools=False)) == {"env/turns_mean", "env/time_limit_frac"}

@@ -17,7 +17,7 @@ async def evaluate(engine: Engine, tokenizer, tasks: TaskSet, temperature: float
     runs = (run_group(engine, tokenizer, tasks.env_factory, task, 1, temperature, max_tokens, seed + k) for k, task in enumerate(tasks.eval))
     episodes = [e for group in await asyncio.gather(*runs) for e in group]
     valid = [e for e in episodes if e.valid]
-    return {"accuracy": sum(e.reward for e in valid) / max(len(valid), 1)} | episode_metrics(episodes)
+    return {"accuracy": sum(e.reward for e in valid) / max(len(valid), 1)} | episode_metrics(episodes, tasks.has_tools)
 
 
 async def eval_metrics(engine: Engine, tokenizer, tasks: TaskSet, config: Config) -> dict[str, float]:

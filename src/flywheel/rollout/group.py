@@ -222,14 +222,16 @@ def _finish(renderer: Renderer, episode: _Live, reward: float, reason: StopReaso
     )
 
 
-def episode_metrics(episodes: Sequence[EnvEpisode]) -> dict[str, float]:
-    """tools/call_rate (episodes with a call), tools/calls_per_episode, tools/error_rate (of all
-    calls), env/turns_mean, env/time_limit_frac."""
+def episode_metrics(episodes: Sequence[EnvEpisode], tools: bool = True) -> dict[str, float]:
+    """env/turns_mean, env/time_limit_frac and, when the environment has ``tools``, tools/call_rate
+    (episodes with a call), tools/calls_per_episode, tools/error_rate (of all calls)."""
     calls = sum(e.tool_calls for e in episodes)
-    return {
+    tool_metrics = {
         "tools/call_rate": sum(e.tool_calls > 0 for e in episodes) / len(episodes),
         "tools/calls_per_episode": calls / len(episodes),
         "tools/error_rate": sum(e.tool_errors for e in episodes) / calls if calls else 0.0,
+    }
+    return (tool_metrics if tools else {}) | {
         "env/turns_mean": sum(e.turns for e in episodes) / len(episodes),
         "env/time_limit_frac": sum(e.stop_reason == "time_limit" for e in episodes) / len(episodes),
     }

@@ -63,6 +63,7 @@ class TaskSet:
     train: list[Task]
     eval: list[Task]
     env_factory: Callable[[], Environment]
+    has_tools: bool = False  # whether tools/ metrics mean anything
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,10 @@ def load_tasks(config: Config) -> TaskSet:
     factory = partial(make_env, t.name, **t.env_args)
     env = factory()
     if hasattr(env, "splits"):
-        return TaskSet(*env.splits(t.train_size, t.eval_size, t.seed), factory)
+        return TaskSet(*env.splits(t.train_size, t.eval_size, t.seed), factory, bool(env.tools))
     train = env.tasks(t.train_size, t.seed)
     seen = {task.prompt for task in train}
-    return TaskSet(train, [task for task in env.tasks(t.eval_size, t.seed + 1) if task.prompt not in seen], factory)
+    return TaskSet(train, [task for task in env.tasks(t.eval_size, t.seed + 1) if task.prompt not in seen], factory, bool(env.tools))
 
 
 def admission_room(accepted: int, running: int, version: int, max_staleness: int, batch_size: int) -> int:
@@ -223,7 +224,7 @@ class RolloutStream:
             self.router.pinned(position), self.tokenizer, self.tasks.env_factory, task, r.group_size, r.temperature, r.max_new_tokens, seed
         )
         scored, reward_metrics = await score_group(episodes, task, self.algorithm, self.pipeline, r.max_new_tokens)
-        return Group(position, scored, episode_metrics(scored) | reward_metrics)
+        return Group(position, scored, episode_metrics(scored, self.tasks.has_tools) | reward_metrics)
 
     async def next_group(self) -> Group:
         item = await self.finished.get()
