@@ -57,6 +57,11 @@ class Episode:
     def valid(self) -> bool:
         return self.error is None and math.isfinite(self.reward)
 
+    @property
+    def fault(self) -> str | None:
+        """Why the episode is invalid (its ``error``, or "nonfinite_reward"); None when valid."""
+        return None if self.valid else self.error or "nonfinite_reward"
+
 
 @dataclass(frozen=True)
 class TrainBatch:

@@ -24,7 +24,7 @@ class FaultLog:
             return None
         failure = getattr(episode, "failure", None)
         cause = failure.__cause__ if failure is not None else None
-        kind = episode.error or "nonfinite_reward"
+        kind = episode.fault
         if cause is not None:
             kind += f"-{type(cause).__name__}"
         if kind in self.seen:

@@ -131,7 +131,7 @@ class BatchPlan:
 
     def offer(self, group: Group) -> Fate:
         self.episodes += len(group.episodes)
-        self.errors.update(e.error or "nonfinite_reward" for e in group.episodes if not e.valid)
+        self.errors.update(e.fault for e in group.episodes if not e.valid)
         if too_stale(group.oldest_version, self.trainer_version, self.max_staleness):
             self.stale += 1
             return "stale"
