@@ -30,7 +30,11 @@ class Section(BaseModel):
 
 class ModelConfig(Section):
     path: str = Field("assets/tiny-adder", description="Hugging Face model directory of the initial policy.")
-    dtype: Literal["float32", "bfloat16"] = Field("float32", description="Weights and compute dtype, trainer and engine alike.")
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="Compute dtype of trainer and engine. bfloat16: mixed precision in the trainer (fp32 master weights and optimiser state, "
+        "bf16 forward and backward, fp32 gradient reduction and logprobs), bf16 weights in the engine.",
+    )
 
 
 class TaskConfig(Section):
@@ -67,8 +71,18 @@ class TrainerConfig(Section):
     weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradients are clipped to this global L2 norm.")
     minibatches: int = Field(2, ge=1, description="Optimiser steps per training step (the batch is split into this many slices).")
-    threads: int = Field(2, ge=1, description="Torch CPU threads of the trainer.")
-    cpu_affinity: list[int] | None = Field(None, description="CPU cores the trainer process may run on (None: any).")
+    ranks: int = Field(1, ge=1, description="Trainer processes (one per GPU; CPU bundles without one), the model sharded over them with FSDP2.")
+    max_tokens_per_microbatch: int = Field(
+        4096,
+        ge=2,
+        description="Token budget of one forward/backward pass on a rank; a rank's share of a minibatch is cut into micro-batches within it.",
+    )
+    packing: bool = Field(True, description="Pack a micro-batch's sequences into one row without padding (attention stays within each sequence).")
+    activation_checkpointing: bool = Field(
+        False, description="Recompute each decoder layer's activations in the backward pass (less memory, more compute)."
+    )
+    threads: int = Field(2, ge=1, description="Torch CPU threads of each trainer rank.")
+    cpu_affinity: list[int] | None = Field(None, description="CPU cores each trainer process may run on (None: any).")
 
 
 class EvalConfig(Section):

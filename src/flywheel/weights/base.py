@@ -31,6 +31,18 @@ class WeightUpdate(ABC):
         worker, once or more, while the update is the latest one published."""
 
 
+def unique_tensors(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """One contiguous tensor per storage, under its first name (tied parameters, e.g. embeddings and
+    lm_head, are written once, as Hugging Face checkpoints store them; safetensors refuses shared ones)."""
+    seen: set[int] = set()
+    unique = {}
+    for name, tensor in state_dict.items():
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            unique[name] = tensor.detach().contiguous()
+    return unique
+
+
 class WeightTransport(Protocol):
     """The trainer side of a transport."""
 

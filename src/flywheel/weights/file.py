@@ -19,7 +19,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from flywheel.weights.base import WeightUpdate
+from flywheel.weights.base import WeightUpdate, unique_tensors
 from flywheel.weights.config import FileTransportConfig
 
 
@@ -51,19 +51,12 @@ class FileTransport:
     def publish(self, state_dict: Mapping[str, torch.Tensor], version: int) -> FileWeights:
         """Writes the weights atomically (a reader never sees a partial file), then removes older versions.
 
-        Tied parameters (one storage under two names, e.g. embeddings and lm_head) are written once,
-        under their first name, as Hugging Face checkpoints store them.
+        Tied parameters are written once (``unique_tensors``).
         """
         self.directory.mkdir(parents=True, exist_ok=True)
-        seen: set[int] = set()
-        unique = {}
-        for name, tensor in state_dict.items():
-            if tensor.data_ptr() not in seen:
-                seen.add(tensor.data_ptr())
-                unique[name] = tensor.detach().contiguous()
         path = self.directory / f"weights-v{version}.safetensors"
         partial = path.with_suffix(".partial")
-        save_file(unique, str(partial), metadata={"version": str(version)})
+        save_file(unique_tensors(state_dict), str(partial), metadata={"version": str(version)})
         partial.rename(path)
         for old in self.directory.glob("weights-v*.safetensors"):
             if old != path:
