@@ -92,6 +92,10 @@ class TrainBatch:
         rows = torch.as_tensor(rows, dtype=torch.long)
         return TrainBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[rows] for f in fields(self)})
 
+    def narrow(self, width: int) -> TrainBatch:
+        """The first ``width`` token positions of every row (the right padding beyond them dropped)."""
+        return TrainBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[:, :width] for f in fields(self)})
+
     def to(self, device: torch.device | str) -> TrainBatch:
         return TrainBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device) for f in fields(self)})
 

@@ -79,7 +79,7 @@ class Trainer:
         """``part``'s rows cut into micro-batches within the token budget, padded to the ``count``
         all ranks agreed on with idle ones: (rows of each real micro-batch, the micro-batches)."""
         rows = plan_microbatches(part.attention_mask.sum(dim=1).tolist(), self.config.trainer.max_tokens_per_microbatch)
-        micros = [part.select(r) for r in rows] + [_idle(part)] * (count - len(rows))
+        micros = [_trimmed(part.select(r)) for r in rows] + [_idle(part)] * (count - len(rows))
         return rows, [micro.to(self.device) for micro in micros]
 
     def _micro_counts(self, parts: list[TrainBatch]) -> torch.Tensor:
@@ -96,7 +96,7 @@ class Trainer:
         outs = [compute(micro).cpu() for micro in micros]
         result = torch.zeros(len(batch), *batch.tokens.shape[1:]) if outs[0].dim() > 1 else torch.zeros(len(batch))
         for r, out in zip(rows, outs):
-            result[r] = out
+            result[r, ..., : out.shape[-1]] = out
         return result
 
     def logprobs(self, batch: TrainBatch) -> torch.Tensor:
@@ -140,7 +140,16 @@ class Trainer:
             metrics = combine_metrics([(self.forward_backward(micro, step_totals), micro.loss_mask.sum().item()) for micro in micros])
             steps.append(metrics | self.optim_step())
         self.version += 1
-        return {key: sum(step.get(key, 0.0) for step in steps) / len(steps) for key in steps[0]}
+        means = {key: sum(step.get(key, 0.0) for step in steps) / len(steps) for key in steps[0]}
+        return means | {"train/padding_frac": self._padding_frac([micro for micros in cuts for micro in micros])}
+
+    def _padding_frac(self, micros: list[TrainBatch]) -> float:
+        """The share of the positions the step's forward passes computed, over all ranks, that were padding."""
+        real = sum(micro.attention_mask.sum().item() for micro in micros)
+        computed = real if self.config.trainer.packing else sum(micro.attention_mask.numel() for micro in micros)
+        both = torch.tensor([real, computed], dtype=torch.float64)
+        dist.all_reduce(both)
+        return 1.0 - (both[0] / both[1]).item()
 
     def forward_backward(self, micro: TrainBatch, totals: LossTotals) -> dict[str, float]:
         """Accumulates the gradients of ``micro``'s share of the step's loss (policy, and critic when
@@ -246,6 +255,11 @@ class Trainer:
         """Removes the weights the transport published."""
         if self.rank == 0:
             self.transport.close()
+
+
+def _trimmed(micro: TrainBatch) -> TrainBatch:
+    """``micro`` without the padding columns none of its rows needs."""
+    return micro.narrow(int(micro.attention_mask.sum(dim=1).max()) if len(micro) else 1)
 
 
 def _idle(like: TrainBatch) -> TrainBatch:
