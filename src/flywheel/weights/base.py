@@ -26,9 +26,10 @@ class WeightUpdate(ABC):
 
     @abstractmethod
     def receive(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """The published tensors by parameter name, in the trainer's state-dict order (a tensor shared
-        by several names, e.g. tied embeddings, comes once, under its first name); run in each engine
-        worker, once or more, while the update is the latest one published."""
+        """The published tensors under every name of the published state dict, a tensor shared by
+        several names (tied embeddings and lm_head) under each: vLLM-CPU's in-place reload rebuilds a
+        layer's packed GEMM weights only when a tensor arrives under that layer's own name. Run in each
+        engine worker, once or more, while the update is the latest one published."""
 
 
 class WeightTransport(Protocol):

@@ -7,6 +7,7 @@ for one node, a shared filesystem for several. Tensors never travel inside RPC a
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -33,6 +34,23 @@ class FileWeights(WeightUpdate):
         with safe_open(str(self.path), framework="pt") as f:
             for name in f.keys():  # noqa: SIM118 (a safetensors file, not a dict)
                 yield name, f.get_tensor(name)
+            for alias, name in json.loads(f.metadata()["aliases"]).items():
+                yield alias, f.get_tensor(name)
+
+
+def split_aliases(state_dict: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The state dict's distinct tensors under their first name, and every further name of a tensor
+    (one storage under several names, e.g. tied embeddings and lm_head) mapped to that first name."""
+    first: dict[int, str] = {}
+    unique: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    for name, tensor in state_dict.items():
+        owner = first.setdefault(tensor.data_ptr(), name)
+        if owner == name:
+            unique[name] = tensor.detach().contiguous()
+        else:
+            aliases[name] = owner
+    return unique, aliases
 
 
 @dataclass(frozen=True)
@@ -52,18 +70,14 @@ class FileTransport:
         """Writes the weights atomically (a reader never sees a partial file), then removes older versions.
 
         Tied parameters (one storage under two names, e.g. embeddings and lm_head) are written once,
-        under their first name, as Hugging Face checkpoints store them.
+        under their first name, as Hugging Face checkpoints store them; the file's metadata maps their
+        other names to it, and ``receive`` yields the tensor under each name.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
-        seen: set[int] = set()
-        unique = {}
-        for name, tensor in state_dict.items():
-            if tensor.data_ptr() not in seen:
-                seen.add(tensor.data_ptr())
-                unique[name] = tensor.detach().contiguous()
+        unique, aliases = split_aliases(state_dict)
         path = self.directory / f"weights-v{version}.safetensors"
         partial = path.with_suffix(".partial")
-        save_file(unique, str(partial), metadata={"version": str(version)})
+        save_file(unique, str(partial), metadata={"version": str(version), "aliases": json.dumps(aliases)})
         partial.rename(path)
         for old in self.directory.glob("weights-v*.safetensors"):
             if old != path:
