@@ -332,11 +332,6 @@ def _model_problem(path: str) -> str | None:
                 f.keys()
         except Exception as error:  # noqa: BLE001 - any unreadable file gets the same sentence
             return f"model.path '{path}': weights file '{shard}' cannot be read ({type(error).__name__}: {error}); use safetensors weights"
-    if yaml.safe_load((root / "config.json").read_text()).get("tie_word_embeddings", False):
-        return (
-            f"model.path '{path}' ties its input and output embeddings, which vLLM 0.32's in-place "
-            "weight reload leaves stale; use a checkpoint saved with tie_word_embeddings=false"
-        )
     return None
 
 

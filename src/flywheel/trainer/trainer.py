@@ -38,7 +38,7 @@ from flywheel.trainer.distributed import all_gather, combine_metrics, full_state
 from flywheel.trainer.logprobs import token_logprobs, token_values
 from flywheel.trainer.packing import plan_microbatches
 from flywheel.types import TrainBatch
-from flywheel.weights.base import WeightTransport, WeightUpdate, unique_tensors
+from flywheel.weights.base import WeightTransport, WeightUpdate, split_aliases
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
 
@@ -216,7 +216,7 @@ class Trainer:
         weights = full_state_dict(self.model, getattr(torch, self.config.model.dtype))
         if self.rank == 0:
             out.mkdir(parents=True, exist_ok=True)
-            save_file(unique_tensors(weights), str(out / "model.safetensors"), metadata={"format": "pt"})
+            save_file(split_aliases(weights)[0], str(out / "model.safetensors"), metadata={"format": "pt"})
             self.model.config.save_pretrained(out)
             for name in TOKENIZER_FILES:
                 source = Path(self.config.model.path) / name
