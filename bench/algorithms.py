@@ -49,7 +49,7 @@ def main() -> None:
         )
         trainer = start_trainer(config, FileTransport(out_dir / f"weights-{preset}"))
         run_dir = train(config, Workers(engines, trainer))
-        ray.kill(trainer)
+        trainer.shutdown()
         rows = read_metrics(run_dir / "metrics.jsonl")
         steps = [r for r in rows if r["step"] > 0]
         seconds = sum(r["timing/step_s"] for r in steps) / len(steps)

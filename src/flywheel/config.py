@@ -30,7 +30,11 @@ class Section(BaseModel):
 
 class ModelConfig(Section):
     path: str = Field("assets/tiny-adder", description="Hugging Face model directory of the initial policy.")
-    dtype: Literal["float32", "bfloat16"] = Field("float32", description="Weights and compute dtype, trainer and engine alike.")
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="Compute dtype of trainer and engine. bfloat16: mixed precision in the trainer (fp32 master weights and optimiser state, "
+        "bf16 forward and backward, fp32 gradient reduction and logprobs), bf16 weights in the engine.",
+    )
 
 
 class TaskConfig(Section):
@@ -94,18 +98,19 @@ class TrainerConfig(Section):
     weight_decay: float = Field(0.0, ge=0, description="AdamW decoupled weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradients are clipped to this global L2 norm.")
     minibatches: int = Field(2, ge=1, description="Optimiser steps per training step (the batch is split into this many slices).")
-    threads: int = Field(2, ge=1, description="Torch CPU threads of the trainer.")
-    cpu_affinity: list[int] | None = Field(None, description="CPU cores the trainer process may run on (None: any).")
+    ranks: int = Field(1, ge=1, description="Trainer processes (one per GPU; CPU bundles without one), the model sharded over them with FSDP2.")
+    max_tokens_per_microbatch: int = Field(
+        4096,
+        ge=2,
+        description="Token budget of one forward/backward pass on a rank; a rank's share of a minibatch is cut into micro-batches within it.",
+    )
+    packing: bool = Field(True, description="Pack a micro-batch's sequences into one row without padding (attention stays within each sequence).")
+    activation_checkpointing: bool = Field(
+        False, description="Recompute each decoder layer's activations in the backward pass (less memory, more compute)."
+    )
+    threads: int = Field(2, ge=1, description="Torch CPU threads of each trainer rank.")
+    cpu_affinity: list[int] | None = Field(None, description="CPU cores each trainer process may run on (None: any).")
     lora: LoraConfig = LoraConfig()
-
-    @model_validator(mode="after")
-    def _lora_is_wired(self) -> TrainerConfig:
-        # flywheel.trainer.lora is ready; the Trainer does not call it yet (remove this with the call)
-        if self.lora.rank:
-            raise ValueError(
-                "trainer.lora.rank must be 0 for now: the trainer does not train LoRA adapters yet (flywheel.trainer.lora is not wired in)"
-            )
-        return self
 
 
 class EvalConfig(Section):
@@ -355,11 +360,6 @@ def _model_problem(path: str) -> str | None:
                 f.keys()
         except Exception as error:  # noqa: BLE001 - any unreadable file gets the same sentence
             return f"model.path '{path}': weights file '{shard}' cannot be read ({type(error).__name__}: {error}); use safetensors weights"
-    if yaml.safe_load((root / "config.json").read_text()).get("tie_word_embeddings", False):
-        return (
-            f"model.path '{path}' ties its input and output embeddings, which vLLM 0.32's in-place "
-            "weight reload leaves stale; use a checkpoint saved with tie_word_embeddings=false"
-        )
     return None
 
 

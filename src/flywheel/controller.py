@@ -46,6 +46,7 @@ from flywheel.monitor.run_dir import RolloutDump, open_run
 from flywheel.rewards.wiring import reward_pipeline
 from flywheel.rollout.router import EngineRouter
 from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, load_tasks, take_batch
+from flywheel.trainer.group import TrainerGroup
 from flywheel.types import Episode
 from flywheel.weights import open_transport
 from flywheel.weights.base import WeightUpdate
@@ -73,9 +74,9 @@ def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], 
     }
 
 
-async def save_checkpoint(trainer: ray.actor.ActorHandle, directory: Path, step: int, stream: RolloutStream) -> None:
+async def save_checkpoint(trainer: TrainerGroup, directory: Path, step: int, stream: RolloutStream) -> None:
     """Trainer state first, controller state last: a checkpoint without controller.json is incomplete."""
-    await trainer.save_checkpoint.remote(str(directory))
+    await trainer.save_checkpoint(str(directory))
     state = {
         "step": step,
         "next_position": stream.next_position,
@@ -129,13 +130,13 @@ async def _train(config: Config, workers: Workers) -> Path:
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
     pipeline, stop_reward_actors = reward_pipeline(config, env_guards, workers.engines[0])
     if checkpoint is not None:
-        await trainer.restore.remote(str(checkpoint))
+        await trainer.restore(str(checkpoint))
     log = MetricsLog(run_dir / "metrics.jsonl")
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
     started = time.perf_counter()
     stream = RolloutStream(router, tokenizer, tasks, config, state, algorithm, pipeline)
-    update = await trainer.publish_weights.remote()
+    update = await trainer.publish_weights()
     await load_everywhere(router, stream, update)
     version = update.version
     loading: asyncio.Task | None = None  # the engines loading the latest weights
@@ -161,12 +162,12 @@ async def _train(config: Config, workers: Workers) -> Path:
                 generated, stream.generated_tokens = stream.generated_tokens, 0
                 t1 = time.perf_counter()
                 batch = await build_batch([g.episodes for g in groups], algorithm, tokenizer.pad_token_id, trainer)
-                train_metrics = await trainer.train_step.remote(batch)
+                train_metrics = await trainer.train_step(batch)
                 for group in groups:
                     record(group, "trained", version)
                 t2 = time.perf_counter()
                 paused = await loading if loading else 0.0  # one version in flight at a time
-                update = await trainer.publish_weights.remote()
+                update = await trainer.publish_weights()
                 version = update.version
                 loading = asyncio.create_task(load_everywhere(router, stream, update), name="load-weights")  # during the next step
                 t3 = time.perf_counter()
@@ -196,7 +197,7 @@ async def _train(config: Config, workers: Workers) -> Path:
                 row["timing/elapsed_s"] = time.perf_counter() - started
                 log.write(row)
                 progress.step(row)
-            await trainer.save_checkpoint.remote(str(run_dir / "final"), resumable=False)
+            await trainer.save_checkpoint(str(run_dir / "final"), resumable=False)
             progress.log(f"done in {time.perf_counter() - started:.0f}s: final model in {run_dir / 'final'}")
     finally:
         if loading:

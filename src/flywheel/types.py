@@ -79,16 +79,25 @@ class TrainBatch:
     returns: torch.Tensor | None = None  # [B, T] float32, critic targets (critic algorithms only)
     old_values: torch.Tensor | None = None  # [B, T] float32, the critic's values when the batch was built
     old_logprobs: torch.Tensor | None = None  # [B, T] float32, proximal logprobs (set by the trainer)
-    loss_weights: torch.Tensor | None = None  # [B, T] float32, off-policy weights of the loss (None: 1)
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
 
     def split(self, parts: int) -> list[TrainBatch]:
         """Consecutive slices of rows whose sizes differ by at most one; every field is sliced."""
-        columns = {f.name: getattr(self, f.name) for f in fields(self)}
-        pieces = {name: value.tensor_split(parts) if value is not None else [None] * parts for name, value in columns.items()}
-        return [TrainBatch(**{name: piece[i] for name, piece in pieces.items()}) for i in range(parts)]
+        return [self.select(rows) for rows in torch.arange(len(self)).tensor_split(parts)]
+
+    def select(self, rows: torch.Tensor | list[int]) -> TrainBatch:
+        """The batch of the given rows, in that order; every field is indexed."""
+        rows = torch.as_tensor(rows, dtype=torch.long)
+        return TrainBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[rows] for f in fields(self)})
+
+    def narrow(self, width: int) -> TrainBatch:
+        """The first ``width`` token positions of every row (the right padding beyond them dropped)."""
+        return TrainBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[:, :width] for f in fields(self)})
+
+    def to(self, device: torch.device | str) -> TrainBatch:
+        return TrainBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device) for f in fields(self)})
 
 
 def collate(episodes: list[Episode], pad_id: int) -> TrainBatch:

@@ -36,8 +36,7 @@ def fresh_workers(shared_engine, tmp_path_factory):
     def retire() -> None:
         while trainers:
             trainer = trainers.pop()
-            ray.get(trainer.close.remote())
-            ray.kill(trainer)
+            trainer.shutdown()
 
     def make(config: Config) -> Workers:
         retire()

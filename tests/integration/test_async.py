@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
-from flywheel.cluster.workers import Workers
+from flywheel.cluster.workers import Workers, start_trainer
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.engines.remote import RemoteEngine
@@ -107,7 +107,7 @@ def test_staleness_zero_equals_generate_then_train(fresh_workers, tmp_path):
         assert [row["token_ids"] for row in rows] == [[e.completion.token_ids for e in g] for g in groups]
         assert all(set(sum(row["weight_versions"], [])) == {step - 1} for row in rows)
         batch = asyncio.run(build_batch(groups, make_algorithm(config.algorithm), tokenizer.pad_token_id, workers.trainer))
-        assert ray.get(workers.trainer.train_step.remote(batch))["loss/policy"] == losses[step - 1]
+        assert asyncio.run(workers.trainer.train_step(batch))["loss/policy"] == losses[step - 1]
         workers.sync_weights()
 
 
@@ -117,9 +117,9 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
     as stale, or pending at the end)."""
 
     class SlowTrainer(Trainer):
-        def train_step(self, batch):
+        def train_step(self, parts):
             time.sleep(0.5)
-            return super().train_step(batch)
+            return super().train_step(parts)
 
     class CrashingSlowEngine(VLLMEngine):
         """Slow, and its process dies in the middle of its first request once it serves version 3:
@@ -132,17 +132,15 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
             return await super().generate(*args, **kwargs)
 
     config = run_config(tmp_path, "run.steps=8", "rollout.max_staleness=1")
-    workers = fresh_workers(config)
+    fresh_workers(config)  # the shared engine serves the initial weights
     slow_engine = ray.remote(CrashingSlowEngine).options(num_cpus=0.5, max_restarts=0).remote(config)
-    slow_trainer = ray.remote(SlowTrainer).options(num_cpus=1).remote(config, FileTransport(tmp_path / "weights"))
-    ray.get([slow_engine.__ray_ready__.remote(), slow_trainer.__ray_ready__.remote()])
-    ray.get(workers.trainer.close.remote())
+    slow_trainer = start_trainer(config, FileTransport(tmp_path / "weights"), SlowTrainer)
+    ray.get(slow_engine.__ray_ready__.remote())
     try:
         run_dir = train(config, Workers([shared_engine, RemoteEngine(slow_engine)], slow_trainer))
     finally:
         ray.kill(slow_engine)
-        ray.get(slow_trainer.close.remote())
-        ray.kill(slow_trainer)
+        slow_trainer.shutdown()
 
     rows = read_jsonl(run_dir / "rollouts.jsonl")
     metrics = read_jsonl(run_dir / "metrics.jsonl")[1:]

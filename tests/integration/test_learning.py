@@ -82,6 +82,15 @@ def test_short_grpo_run_learns_and_writes_the_run_directory(fresh_workers, tmp_p
 
 
 @pytest.mark.slow
+def test_two_rank_trainer_learns(fresh_workers, tmp_path):
+    """The quickstart with the policy sharded over two FSDP2 ranks (gloo) still learns."""
+    before, after, run_dir = short_run(fresh_workers, tmp_path, "grpo", steps=12, extra=("trainer.ranks=2", "trainer.threads=1"))
+    assert after >= before + 0.10, (before, after)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
+    assert all(r["train/mismatch_kl"] < 1e-3 and r["train/padding_frac"] == 0.0 for r in rows)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", [p for p in ALGORITHMS if p != "grpo"])
 def test_every_algorithm_raises_reward(fresh_workers, tmp_path, preset):
     before, after, _ = short_run(fresh_workers, tmp_path, preset, steps=8)

@@ -1,74 +1,54 @@
-"""LoRA: the engine serving the merged weights of a trained adapter samples with the logprobs the
-adapted (peft) model computes."""
+"""LoRA through the real trainer group (2 ranks): the adapters alone train, the engine receives merged
+weights, and its logprobs of the tokens it samples agree with the trainer's adapted model."""
 
 import asyncio
+from pathlib import Path
 
 import torch
+from helpers import rollout
+from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from flywheel.config import LoraConfig
+from flywheel.algorithms import make_algorithm
+from flywheel.algorithms.aggregation import token_mean
+from flywheel.algorithms.batch import build_batch
+from flywheel.config import load_config
 from flywheel.envs.arithmetic import make_splits
-from flywheel.trainer.logprobs import token_logprobs
-from flywheel.trainer.lora import add_adapters, merged_state_dict
-from flywheel.types import Completion
-from flywheel.weights.file import FileTransport
 
-
-def sample(engine, prompts: list[list[int]], config, seed: int) -> list[tuple[list[int], Completion]]:
-    r = config.rollout
-    groups = asyncio.run(engine.generate(prompts, r.group_size, r.temperature, r.max_new_tokens, seed))
-    return [(prompt, c) for prompt, group in zip(prompts, groups) for c in group]
-
-
-def padded(samples: list[tuple[list[int], Completion]], pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """tokens, attention mask, completion mask and engine logprobs (aligned with tokens), [B, T]."""
-    width = max(len(p) + len(c.token_ids) for p, c in samples)
-    tokens = torch.full((len(samples), width), pad)
-    attention, completion, engine = (torch.zeros(len(samples), width) for _ in range(3))
-    for i, (prompt, c) in enumerate(samples):
-        n, m = len(prompt), len(c.token_ids)
-        tokens[i, : n + m] = torch.tensor(prompt + c.token_ids)
-        attention[i, : n + m] = 1
-        completion[i, n : n + m] = 1
-        engine[i, n : n + m] = torch.tensor(c.logprobs)
-    return tokens, attention.long(), completion, engine
+REPO = Path(__file__).resolve().parents[2]
 
 
 def mean_abs_diff(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
-    return ((a - b).abs() * mask).sum().item() / mask.sum().item()
+    return token_mean((a - b).abs(), mask).item()
 
 
-def test_engine_serving_merged_lora_weights_agrees_with_the_adapted_model(shared_engine, config, tmp_path):
+def test_engine_serving_merged_lora_weights_agrees_with_the_trainer(fresh_workers):
+    lora = ["trainer.lora.rank=8", "trainer.lora.alpha=16", "trainer.lr=1e-2", "trainer.ranks=2", "trainer.threads=1"]
+    config = load_config(REPO / "configs/quickstart.yaml", ["run.progress=false", *lora])
+    workers = fresh_workers(config)
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
-    prompts = [tokenizer.encode(t.prompt) for t in make_splits(1, 3, 32, 1)[0]]
-    base = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
-    transport = FileTransport(tmp_path / "weights")
-    try:
-        asyncio.run(shared_engine.load_weights(transport.publish(base.state_dict(), version=0)))  # whatever earlier tests synced
+    problems, algorithm = make_splits(1, 3, 32, 1)[0], make_algorithm(config.algorithm)
 
-        # One AdamW step of the adapters on the NLL of the initial model's own samples.
-        torch.manual_seed(0)
-        model = add_adapters(AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32), LoraConfig(rank=8, alpha=16))
-        tokens, attention, completion, _ = padded(sample(shared_engine, prompts, config, seed=21), tokenizer.pad_token_id)
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-        loss = -(token_logprobs(model, tokens, attention) * completion).sum() / completion.sum()
-        loss.backward()
-        optimizer.step()
+    def batch(seed: int):
+        return asyncio.run(build_batch(rollout(workers, tokenizer, problems, config, seed=seed), algorithm, tokenizer.pad_token_id, workers.trainer))
 
-        asyncio.run(shared_engine.load_weights(transport.publish(merged_state_dict(model), version=1)))
-        samples = sample(shared_engine, prompts, config, seed=22)
-        assert {c.weight_version for _, c in samples} == {1}
-        tokens, attention, completion, engine = padded(samples, tokenizer.pad_token_id)
-        with torch.no_grad():
-            adapted = token_logprobs(model, tokens, attention)
-            stale = token_logprobs(base, tokens, attention)
-        diff = mean_abs_diff(adapted, engine, completion)
-        print(
-            f"mean |trainer - engine| logprob {diff:.2e} over {int(completion.sum())} tokens; base model {mean_abs_diff(stale, engine, completion):.2e}"
-        )
-        assert diff < 1e-3  # test_parity's bound
-        # The update was real: the base model's logprobs disagree with the engine's far more.
-        assert mean_abs_diff(stale, engine, completion) > 100 * max(diff, 1e-5)
-    finally:
-        asyncio.run(shared_engine.load_weights(transport.publish(base.state_dict(), version=0)))  # the shipped weights again
-        transport.close()
+    before = batch(seed=21)
+    initial = asyncio.run(workers.trainer.logprobs(before))
+    assert mean_abs_diff(initial, before.behaviour_logprobs, before.loss_mask) < 1e-3  # a fresh adapter (B = 0) is the base model
+    asyncio.run(workers.trainer.train_step(before))
+    assert workers.sync_weights() == 1
+
+    after = batch(seed=22)
+    diff = mean_abs_diff(asyncio.run(workers.trainer.logprobs(after)), after.behaviour_logprobs, after.loss_mask)
+    moved = mean_abs_diff(asyncio.run(workers.trainer.logprobs(before)), initial, before.loss_mask)
+    print(f"LoRA step: mean |trainer - engine| logprob {diff:.2e} over {int(after.loss_mask.sum())} tokens; the step moved them {moved:.2e}")
+    assert diff < 1e-3  # test_parity's bound
+    assert moved > 100 * max(diff, 1e-5)
+
+    # merged weights under the base names; what LoRA does not target (embeddings, norms, lm_head) is untouched
+    published = load_file(str(asyncio.run(workers.trainer.publish_weights()).path))
+    base = AutoModelForCausalLM.from_pretrained(config.model.path).state_dict()
+    assert published.keys() == base.keys()
+    untargeted = [name for name in base if not any(m in name for m in config.trainer.lora.target_modules)]
+    assert untargeted and all(torch.equal(published[name], base[name]) for name in untargeted)
+    assert not torch.equal(published["model.layers.0.self_attn.q_proj.weight"], base["model.layers.0.self_attn.q_proj.weight"])

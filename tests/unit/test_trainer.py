@@ -25,11 +25,11 @@ def batch(advantage: float) -> TrainBatch:
 def test_nonfinite_step_is_skipped_and_weights_unchanged(tmp_path):
     trainer = Trainer(load_config(REPO / "configs/quickstart.yaml", ["trainer.minibatches=1"]), FileTransport(tmp_path))
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    metrics = trainer.train_step(batch(math.nan))
+    metrics = trainer.train_step([batch(math.nan)])
     assert metrics["train/nonfinite_skipped"] == 1.0
     assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
 
-    metrics = trainer.train_step(batch(1.0))
+    metrics = trainer.train_step([batch(1.0)])
     assert metrics["train/nonfinite_skipped"] == 0.0 and math.isfinite(metrics["loss/policy"])
     assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
 
@@ -60,9 +60,9 @@ def test_a_step_cut_into_micro_batches_equals_the_uncut_step(tmp_path, aggregati
         for rows in (slice(0, 1), slice(1, 4))
     )
     parts = cut.forward_backward(first, totals)["loss/policy"] + cut.forward_backward(rest, totals)["loss/policy"]
-    assert abs(loss - parts) < 1e-7
+    assert abs(loss - parts) < 1e-6  # packed forwards of other row sets: fp32 rounding
     for (name, a), b in zip(whole.model.named_parameters(), cut.model.parameters()):  # the accumulated gradients
-        torch.testing.assert_close(a.grad, b.grad, atol=2e-6, rtol=1e-5)
+        torch.testing.assert_close(a.grad.full_tensor(), b.grad.full_tensor(), atol=2e-6, rtol=1e-5)
 
 
 def test_ppo_value_loss_clips_against_the_rollout_time_values(tmp_path):
@@ -76,5 +76,5 @@ def test_ppo_value_loss_clips_against_the_rollout_time_values(tmp_path):
     batch = ragged_batch()
     values = trainer.values(batch)
     returns = torch.tensor([5.0, -5.0, 5.0, -5.0])[:, None] * batch.loss_mask
-    metrics = trainer.train_step(replace(batch, returns=returns, old_values=values))
+    metrics = trainer.train_step(replace(batch, returns=returns, old_values=values).split(2))
     assert metrics["loss/value_clip_frac"] > 0.2

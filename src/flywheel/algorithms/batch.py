@@ -12,7 +12,7 @@ from flywheel.types import Episode, TrainBatch, collate
 
 
 async def build_batch(groups: list[list[Episode]], algorithm: Algorithm, pad_id: int, trainer) -> TrainBatch:
-    """Collates the groups (equal-sized) and fills in advantages. ``trainer`` is a Ray actor handle
+    """Collates the groups (equal-sized) and fills in advantages. ``trainer`` (a TrainerGroup) is
     asked for the reference KL (``kl_placement: reward``) and the critic's values (critic algorithms);
     invalid episodes (see ``Episode.valid``) get loss mask 0 and are left out of the advantages."""
     c = algorithm.config
@@ -22,8 +22,8 @@ async def build_batch(groups: list[list[Episode]], algorithm: Algorithm, pad_id:
     rewards = torch.tensor([[e.reward if e.valid else 0.0 for e in group] for group in groups])
     mask = batch.loss_mask * valid.flatten()[:, None]
     if c.kl_beta > 0 and c.kl_placement == "reward":
-        rewards = rewards - c.kl_beta * (await trainer.sequence_kl.remote(batch)).view_as(rewards) * valid
-    values = await trainer.values.remote(batch) if algorithm.needs_critic else None
+        rewards = rewards - c.kl_beta * (await trainer.sequence_kl(batch)).view_as(rewards) * valid
+    values = await trainer.values(batch) if algorithm.needs_critic else None
     advantages, returns = algorithm.token_advantages(rewards, None if valid.all() else valid, mask, values)
     mask = algorithm.train_mask(mask, torch.tensor([e.completion.truncated for e in episodes]))
     return replace(batch, loss_mask=mask, advantages=advantages, returns=returns, old_values=values)

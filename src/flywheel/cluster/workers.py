@@ -1,10 +1,11 @@
-"""The Ray actors of one run: engine replicas (behind the Engine seam) and the trainer."""
+"""The Ray actors of one run: engine replicas (behind the Engine seam) and the trainer group."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import ray
 import torch
@@ -15,27 +16,29 @@ from flywheel.engines.base import Engine
 from flywheel.engines.remote import RemoteEngine
 from flywheel.weights.base import WeightTransport, WeightUpdate
 
+if TYPE_CHECKING:
+    from flywheel.trainer.group import TrainerGroup
+
 
 @dataclass
 class Workers:
-    """The workers of one run: engine replicas and a Trainer actor."""
+    """The workers of one run: engine replicas and the trainer group."""
 
     engines: list[Engine]
-    trainer: ray.actor.ActorHandle
+    trainer: TrainerGroup
 
     def sync_weights(self) -> int:
         """Trainer publishes, every engine loads; returns the version the engines now serve."""
-        update: WeightUpdate = ray.get(self.trainer.publish_weights.remote())
 
-        async def load_all() -> None:
+        async def sync() -> int:
+            update: WeightUpdate = await self.trainer.publish_weights()
             await asyncio.gather(*(engine.load_weights(update) for engine in self.engines))
+            return update.version
 
-        asyncio.run(load_all())
-        return update.version
+        return asyncio.run(sync())
 
     def shutdown(self) -> None:
-        ray.get(self.trainer.close.remote())
-        ray.kill(self.trainer)
+        self.trainer.shutdown()
         for engine in self.engines:
             engine.shutdown()
 
@@ -56,13 +59,14 @@ def start_engines(config: Config, cpus: float = 1.0) -> list[Engine]:
     return [RemoteEngine(a) for a in actors]
 
 
-def start_trainer(config: Config, transport: WeightTransport) -> ray.actor.ActorHandle:
-    """A Trainer actor on one CPU (half a GPU if there is one), publishing weights through ``transport``."""
+def start_trainer(config: Config, transport: WeightTransport, trainer_class: type | None = None) -> TrainerGroup:
+    """The trainer group: ``trainer.ranks`` ranks, a CPU each (and half a GPU each if there are
+    GPUs: colocated with the engines), the first publishing weights through ``transport``."""
+    from flywheel.trainer.group import TrainerGroup
     from flywheel.trainer.trainer import Trainer
 
-    trainer = ray.remote(Trainer).options(num_cpus=1, num_gpus=_gpu_share()).remote(config, transport)
-    ray.get(trainer.__ray_ready__.remote())
-    return trainer
+    _init_ray()
+    return TrainerGroup.start(config, transport, _gpu_share(), trainer_class or Trainer)
 
 
 def _gpu_share() -> float:

@@ -11,9 +11,10 @@ Invariants:
   transports and vLLM's in-place reload take them unchanged. It reads the live model and modifies
   nothing (peft's merge/unmerge would write into W and ``W + ΔW - ΔW`` is not W in floating point);
   untouched tensors are returned by reference, only the adapted matrices are new.
-- Checkpoints keep the adapters (``adapter_state_dict``, the trained parameters under their live
-  names) apart from the frozen base, which is the initial model directory: base + adapters restores
-  the trained model exactly, merged weights would not (the forward computes W·x + s·B·(A·x)).
+- The trainer (trainer/trainer.py) adds adapters before sharding, optimises the adapters alone,
+  publishes ``merge_lora`` of the gathered full state dict, and checkpoints base and adapters in its
+  sharded state (exact: merged weights would not restore the forward W·x + s·B·(A·x) bit for bit);
+  ``adapter_state_dict`` is what an adapter-only sync would send (bench/lora.py measures it).
 """
 
 from __future__ import annotations

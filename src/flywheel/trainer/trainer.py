@@ -1,13 +1,18 @@
-"""The policy trainer: one process holding the model, its optimiser, and (when the algorithm needs
-them) a frozen reference model and a critic. A Ray actor in a run.
+"""One rank of the policy trainer: a Ray actor holding 1/N of the model (FSDP2), of its optimiser
+and, when the algorithm needs them, of a frozen reference model and a critic. ``TrainerGroup``
+(trainer/group.py) runs N of them behind the one-trainer API; one rank is a group of one.
 
 It is algorithm-blind: the loss comes from the algorithm object, the advantages, loss mask and
-loss weights from the batch. The API is the one ranks need:
+loss weights from the batch. Each rank gets its share of the rows of every minibatch and cuts it
+into micro-batches of at most ``trainer.max_tokens_per_microbatch`` tokens (packed without padding
+when ``trainer.packing``); all ranks run the same number of micro-batches (FSDP's collectives run
+in each), and every loss divides by counts of the whole optimiser step over all ranks, so a step
+does not depend on how it was cut:
 
-    forward_backward(micro_batch, totals)  accumulates gradients of a micro-batch's share of the step's
-                                           loss (``totals`` count the whole optimiser step)
-    optim_step()                           clips, applies (or skips when non-finite), zeroes gradients
-    train_step(batch)                      proximal logprobs, then per minibatch: forward_backward + optim_step
+    forward_backward(micro, totals)  accumulates gradients of a micro-batch's share of the step's loss
+    optim_step()                     clips, applies (or skips when non-finite), zeroes gradients
+    train_step(parts)                proximal logprobs (skipped when exactly on-policy), then per
+                                     minibatch: forward_backward per micro-batch + optim_step
 """
 
 from __future__ import annotations
@@ -15,105 +20,161 @@ from __future__ import annotations
 import math
 import os
 import shutil
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from safetensors.torch import save_file
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.aggregation import LossTotals, token_mean
 from flywheel.algorithms.kl import kl_penalty
 from flywheel.config import Config
-from flywheel.trainer.logprobs import token_logprobs
+from flywheel.trainer.distributed import all_gather, combine_metrics, full_state_dict, join, load_sharded
+from flywheel.trainer.logprobs import token_logprobs, token_values
+from flywheel.trainer.lora import lora_scaling, merge_lora
+from flywheel.trainer.packing import plan_microbatches
 from flywheel.types import TrainBatch
-from flywheel.weights.base import WeightTransport, WeightUpdate
+from flywheel.weights.base import WeightTransport, WeightUpdate, split_aliases
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
 
 
 class Trainer:
-    def __init__(self, config: Config, transport: WeightTransport) -> None:
+    def __init__(self, config: Config, transport: WeightTransport, rank: int = 0, ranks: int = 1, init_method: str | None = None) -> None:
         torch.manual_seed(config.run.seed)
-        if config.trainer.cpu_affinity is not None:
-            os.sched_setaffinity(0, config.trainer.cpu_affinity)
-        torch.set_num_threads(config.trainer.threads)
-        self.config = config
-        self.algorithm = make_algorithm(config.algorithm)
-        self.transport = transport
-        dtype = getattr(torch, config.model.dtype)
-        self.model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=dtype)
-        self.model.train()
         tc = config.trainer
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay)
+        if tc.cpu_affinity is not None:
+            os.sched_setaffinity(0, tc.cpu_affinity)
+        torch.set_num_threads(tc.threads)
+        self.config, self.transport, self.rank = config, transport, rank
+        self.algorithm = make_algorithm(config.algorithm)
+        mesh = join(rank, ranks, init_method)
+        self.device = mesh.device_type
+        self.model = load_sharded(AutoModelForCausalLM, config, mesh, adapters=tc.lora if tc.lora.rank else None)
+        self.model.train()
+        trained = [p for p in self.model.parameters() if p.requires_grad]  # the adapters alone with LoRA
+        self.optimizer = torch.optim.AdamW(trained, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay)
         # A reference model exists only when a KL term uses it: no memory is spent on it otherwise.
         self.reference = None
         if self.algorithm.needs_reference:
-            self.reference = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=dtype).eval().requires_grad_(False)
+            self.reference = load_sharded(AutoModelForCausalLM, config, mesh).eval().requires_grad_(False)
         self.critic = None
         if self.algorithm.needs_critic:
-            self.critic = AutoModelForTokenClassification.from_pretrained(config.model.path, num_labels=1, dtype=dtype)
+            self.critic = load_sharded(AutoModelForTokenClassification, config, mesh, num_labels=1)
             self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.algorithm.critic_lr, betas=tc.betas)
         self.version = 0
         self._nonfinite: set[str] = set()  # losses of the accumulated micro-batches that were not finite
 
+    # --- forward passes over this rank's rows ----------------------------------------------------------
+    def _logprobs(self, model: torch.nn.Module, micro: TrainBatch, with_entropy: bool = False):
+        return token_logprobs(model, micro.tokens, micro.attention_mask, with_entropy, packed=self.config.trainer.packing)
+
+    def _values(self, micro: TrainBatch) -> torch.Tensor:
+        return token_values(self.critic, micro.tokens, micro.attention_mask, packed=self.config.trainer.packing)
+
+    def _cut(self, part: TrainBatch, count: int) -> tuple[list[list[int]], list[TrainBatch]]:
+        """``part``'s rows cut into micro-batches within the token budget, padded to the ``count``
+        all ranks agreed on with idle ones: (rows of each real micro-batch, the micro-batches)."""
+        rows = plan_microbatches(part.attention_mask.sum(dim=1).tolist(), self.config.trainer.max_tokens_per_microbatch)
+        micros = [_trimmed(part.select(r)) for r in rows] + [_idle(part)] * (count - len(rows))
+        return rows, [micro.to(self.device) for micro in micros]
+
+    def _micro_counts(self, parts: list[TrainBatch]) -> torch.Tensor:
+        """[world, parts, 3]: every rank's (loss tokens, rows, micro-batches) of each part (one all-gather)."""
+        budget = self.config.trainer.max_tokens_per_microbatch
+        local = [[p.loss_mask.sum().item(), len(p), len(plan_microbatches(p.attention_mask.sum(dim=1).tolist(), budget))] for p in parts]
+        return all_gather(torch.tensor(local, dtype=torch.float64))
+
     @torch.no_grad()
+    def _rowwise(self, batch: TrainBatch, compute) -> torch.Tensor:
+        """``compute(micro)`` [b, ...] over this rank's rows, micro-batch by micro-batch -> [len(batch), ...]."""
+        count = int(self._micro_counts([batch])[:, 0, 2].max().item())
+        rows, micros = self._cut(batch, count)
+        outs = [compute(micro).cpu() for micro in micros]
+        result = torch.zeros(len(batch), *batch.tokens.shape[1:]) if outs[0].dim() > 1 else torch.zeros(len(batch))
+        for r, out in zip(rows, outs):
+            result[r, ..., : out.shape[-1]] = out
+        return result
+
     def logprobs(self, batch: TrainBatch) -> torch.Tensor:
-        """The current policy's logprobs of batch.tokens, [B, T]."""
-        return token_logprobs(self.model, batch.tokens, batch.attention_mask)
+        """The current policy's logprobs of this rank's rows of batch.tokens, [B, T]."""
+        return self._rowwise(batch, lambda micro: self._logprobs(self.model, micro))
 
-    def _values(self, batch: TrainBatch) -> torch.Tensor:
-        """Critic value of each state, aligned like logprobs: [:, t] is V(tokens[:, :t]), [:, 0] = 0."""
-        out = self.critic(input_ids=batch.tokens, attention_mask=batch.attention_mask).logits[:, :-1, 0].float()
-        return torch.nn.functional.pad(out, (1, 0))
-
-    @torch.no_grad()
     def values(self, batch: TrainBatch) -> torch.Tensor:
-        return self._values(batch)
+        """Critic value of each state, [B, T], aligned like logprobs."""
+        return self._rowwise(batch, self._values)
 
-    @torch.no_grad()
     def sequence_kl(self, batch: TrainBatch) -> torch.Tensor:
         """Per-episode sum of the KL estimator to the reference over completion tokens, [B]."""
-        reference = token_logprobs(self.reference, batch.tokens, batch.attention_mask)
-        return (kl_penalty(self.logprobs(batch), reference, self.config.algorithm.kl_estimator) * batch.loss_mask).sum(-1)
 
-    def train_step(self, batch: TrainBatch) -> dict[str, float]:
-        """One training step: ``trainer.minibatches`` optimiser steps over the batch; version += 1.
+        def kl(micro: TrainBatch) -> torch.Tensor:
+            estimate = kl_penalty(self._logprobs(self.model, micro), self._logprobs(self.reference, micro), self.config.algorithm.kl_estimator)
+            return (estimate * micro.loss_mask).sum(-1)
 
-        The proximal (old-policy) logprobs of the PPO ratio are recomputed here, not taken from the
-        engine; the engine's behaviour logprobs measure the trainer/engine mismatch and feed the
-        optional off-policy correction (which masks or weighs tokens before the step is cut).
+        return self._rowwise(batch, kl)
+
+    # --- training ----------------------------------------------------------------------------------
+    def train_step(self, parts: list[TrainBatch]) -> dict[str, float]:
+        """One training step: an optimiser step per minibatch, of which ``parts`` are this rank's
+        rows; version += 1. The same metrics come back on every rank.
+
+        The proximal (old-policy) logprobs of the PPO ratio are the trainer's, not the engine's: when
+        the step is exactly on-policy (one optimiser step, rollout.max_staleness 0) they are the
+        current logprobs, taken from the training forward itself; otherwise one no-grad pass
+        computes them before the first optimiser step.
         """
-        old = self.logprobs(batch)
-        log_ratio = old - batch.behaviour_logprobs  # trainer vs engine, same weights, same tokens
-        metrics = {
-            "train/mismatch_kl": token_mean(torch.exp(log_ratio) - log_ratio - 1.0, batch.loss_mask).item(),
-            "train/mismatch_abs_diff": token_mean(log_ratio.abs(), batch.loss_mask).item(),
-        }
-        mask, weights, is_metrics = self.algorithm.behaviour_correction(log_ratio, batch.loss_mask)
-        batch = replace(batch, old_logprobs=old, loss_mask=mask, loss_weights=weights)
-        parts = self.config.trainer.minibatches
-        sums: dict[str, float] = {}
-        for minibatch in batch.split(parts):
-            totals = LossTotals.of(minibatch.loss_mask, self.config.rollout.max_new_tokens)
-            step_metrics = self.forward_backward(minibatch, totals) | self.optim_step()
-            for key, value in step_metrics.items():
-                sums[key] = sums.get(key, 0.0) + value / parts
+        counts = self._micro_counts(parts)
+        totals = [
+            LossTotals(counts[:, m, 0].sum().item(), int(counts[:, m, 1].sum().item()), self.config.rollout.max_new_tokens) for m in range(len(parts))
+        ]
+        cuts = [self._cut(part, int(counts[:, m, 2].max().item()))[1] for m, part in enumerate(parts)]
+        on_policy = len(parts) == 1 and self.config.rollout.max_staleness == 0
+        if not on_policy:
+            with torch.no_grad():
+                cuts = [[replace(micro, old_logprobs=self._logprobs(self.model, micro)) for micro in micros] for micros in cuts]
+        steps = []
+        for micros, step_totals in zip(cuts, totals):
+            metrics = combine_metrics([(self.forward_backward(micro, step_totals), micro.loss_mask.sum().item()) for micro in micros])
+            steps.append(metrics | self.optim_step())
         self.version += 1
-        return metrics | is_metrics | sums
+        means = {key: sum(step.get(key, 0.0) for step in steps) / len(steps) for key in steps[0]}
+        return means | {"train/padding_frac": self._padding_frac([micro for micros in cuts for micro in micros])}
+
+    def _padding_frac(self, micros: list[TrainBatch]) -> float:
+        """The share of the positions the step's forward passes computed, over all ranks, that were padding."""
+        real = sum(micro.attention_mask.sum().item() for micro in micros)
+        computed = real if self.config.trainer.packing else sum(micro.attention_mask.numel() for micro in micros)
+        both = torch.tensor([real, computed], dtype=torch.float64)
+        dist.all_reduce(both)
+        return 1.0 - (both[0] / both[1]).item()
 
     def forward_backward(self, micro: TrainBatch, totals: LossTotals) -> dict[str, float]:
         """Accumulates the gradients of ``micro``'s share of the step's loss (policy, and critic when
-        the batch carries returns); ``micro.old_logprobs`` must be set."""
-        new, entropy = token_logprobs(self.model, micro.tokens, micro.attention_mask, with_entropy=True)
+        the batch carries returns). ``micro.old_logprobs`` None: the step is on-policy, the proximal
+        logprobs are the current ones. The behaviour correction (off-policy masks or weights) is
+        applied here, per token, from the proximal vs the engine's logprobs."""
+        new, entropy = self._logprobs(self.model, micro, with_entropy=True)
+        old = new.detach() if micro.old_logprobs is None else micro.old_logprobs
         reference = None
         if self.reference is not None:
             with torch.no_grad():
-                reference = token_logprobs(self.reference, micro.tokens, micro.attention_mask)
-        mask = micro.loss_mask
-        loss, metrics = self.algorithm.loss(new, entropy, reference, micro.old_logprobs, micro.advantages, mask, micro.loss_weights, totals)
+                reference = self._logprobs(self.reference, micro)
+        log_ratio = old - micro.behaviour_logprobs  # trainer vs engine, same weights, same tokens
+        metrics = {
+            "train/mismatch_kl": token_mean(torch.exp(log_ratio) - log_ratio - 1.0, micro.loss_mask).item(),
+            "train/mismatch_abs_diff": token_mean(log_ratio.abs(), micro.loss_mask).item(),
+        }
+        mask, weights, is_metrics = self.algorithm.behaviour_correction(log_ratio, micro.loss_mask)
+        loss, loss_metrics = self.algorithm.loss(new, entropy, reference, old, micro.advantages, mask, weights, totals)
         loss.backward()
-        metrics |= {"loss/policy": loss.item(), "train/entropy": token_mean(entropy.detach(), mask).item()}
+        metrics |= is_metrics | loss_metrics | {"loss/policy": loss.item(), "train/entropy": token_mean(entropy.detach(), mask).item()}
         if micro.returns is not None:
-            value_loss, value_metrics = self.algorithm.value_loss(self._values(micro), micro.old_values, micro.returns, micro.loss_mask)
+            value_loss, value_metrics = self.algorithm.value_loss(self._values(micro), micro.old_values, micro.returns, mask)
             value_loss.backward()
             metrics |= value_metrics | {"loss/critic": value_loss.item()}
         self._nonfinite |= {name for name in ("loss/policy", "loss/critic") if not math.isfinite(metrics.get(name, 0.0))}
@@ -121,55 +182,97 @@ class Trainer:
 
     def optim_step(self) -> dict[str, float]:
         """Clips and applies the accumulated gradients, then zeroes them. A non-finite loss or
-        gradient is never applied: the step is reported as skipped."""
-        grad_norm, skipped = self._apply(self.model, self.optimizer, "loss/policy" not in self._nonfinite)
+        gradient on any rank is never applied: the step is reported as skipped."""
+        flags = torch.tensor([float("loss/policy" in self._nonfinite), float("loss/critic" in self._nonfinite)])
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        grad_norm, skipped = self._apply(self.model, self.optimizer, not flags[0])
         metrics = {"train/grad_norm": grad_norm, "train/nonfinite_skipped": float(skipped)}
         if self.critic is not None:
-            grad_norm, skipped = self._apply(self.critic, self.critic_optimizer, "loss/critic" not in self._nonfinite)
+            grad_norm, skipped = self._apply(self.critic, self.critic_optimizer, not flags[1])
             metrics |= {"train/critic_grad_norm": grad_norm, "train/critic_nonfinite_skipped": float(skipped)}
         self._nonfinite = set()
         return metrics
 
     def _apply(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, finite_loss: bool) -> tuple[float, bool]:
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), self.config.trainer.max_grad_norm).item()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), self.config.trainer.max_grad_norm)
+        grad_norm = (norm.full_tensor() if hasattr(norm, "full_tensor") else norm).item()
         skipped = not (finite_loss and math.isfinite(grad_norm))
         if not skipped:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return grad_norm, skipped
 
-    def publish_weights(self) -> WeightUpdate:
-        """Publishes the current weights through the transport; returns the handle engines load."""
-        return self.transport.publish(self.model.state_dict(), self.version)
+    # --- weights and checkpoints -------------------------------------------------------------------
+    def _full_weights(self) -> dict[str, torch.Tensor]:
+        """The policy's full weights under the base model's names in ``model.dtype`` (LoRA: merged
+        W + s·B·A) on rank 0, empty elsewhere; a collective."""
+        state = full_state_dict(self.model)
+        if self.config.trainer.lora.rank:
+            state = merge_lora(state, lora_scaling(self.model))
+        return {name: tensor.to(getattr(torch, self.config.model.dtype)) for name, tensor in state.items()}
+
+    def publish_weights(self) -> WeightUpdate | None:
+        """Gathers the full weights (every rank takes part) in the engines' dtype; rank 0 publishes
+        them through the transport and returns the handle engines load (None on other ranks)."""
+        state = self._full_weights()
+        return self.transport.publish(state, self.version) if self.rank == 0 else None
 
     def save_checkpoint(self, directory: str, resumable: bool = True) -> None:
-        """HF-format model plus the tokenizer files of the initial model directory, and (when
-        ``resumable``) trainer_state.pt: optimiser, critic and version, for an exact resume."""
+        """HF-format weights (``model.dtype``) with the config and tokenizer files of the initial
+        model directory, written by rank 0; when ``resumable``, also the sharded trainer state
+        (torch.distributed.checkpoint: model, optimiser, critic; each rank writes its shards) and
+        trainer_state.pt (version, every rank's RNG state) for an exact resume."""
         out = Path(directory)
-        self.model.save_pretrained(out, safe_serialization=True)
+        weights = self._full_weights()
+        if self.rank == 0:
+            out.mkdir(parents=True, exist_ok=True)
+            save_file(split_aliases(weights)[0], str(out / "model.safetensors"), metadata={"format": "pt"})
+            self.model.config.save_pretrained(out)
+            for name in TOKENIZER_FILES:
+                source = Path(self.config.model.path) / name
+                if source.is_file() and not (out / name).exists():
+                    shutil.copy(source, out / name)
         if resumable:
-            state = {"version": self.version, "optimizer": self.optimizer.state_dict()}
-            if self.critic is not None:
-                state |= {"critic": self.critic.state_dict(), "critic_optimizer": self.critic_optimizer.state_dict()}
-            torch.save(state, out / "trainer_state.pt")
-        for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"):
-            source = Path(self.config.model.path) / name
-            if source.is_file() and not (out / name).exists():
-                shutil.copy(source, out / name)
+            dcp.save(self._sharded_state(), checkpoint_id=out / "trainer")
+            rng: list = [None] * dist.get_world_size()
+            dist.all_gather_object(rng, torch.get_rng_state())
+            if self.rank == 0:
+                torch.save({"version": self.version, "rng": rng}, out / "trainer_state.pt")
+        dist.barrier()
 
     def restore(self, directory: str) -> int:
-        """Loads a checkpoint written by save_checkpoint; returns its version."""
-        from safetensors.torch import load_file
-
-        self.model.load_state_dict(load_file(str(Path(directory) / "model.safetensors")))
-        state = torch.load(Path(directory) / "trainer_state.pt", weights_only=True)
-        self.optimizer.load_state_dict(state["optimizer"])
+        """Loads a checkpoint written by save_checkpoint (with any number of ranks); returns its version."""
+        state = self._sharded_state()
+        dcp.load(state, checkpoint_id=Path(directory) / "trainer")
+        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
         if self.critic is not None:
-            self.critic.load_state_dict(state["critic"])
-            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        self.version = state["version"]
+            set_state_dict(self.critic, self.critic_optimizer, model_state_dict=state["critic"], optim_state_dict=state["critic_optimizer"])
+        saved = torch.load(Path(directory) / "trainer_state.pt", weights_only=True)
+        if len(saved["rng"]) == dist.get_world_size():
+            torch.set_rng_state(saved["rng"][self.rank])
+        self.version = saved["version"]
         return self.version
+
+    def _sharded_state(self) -> dict:
+        model, optimizer = get_state_dict(self.model, self.optimizer)
+        state = {"model": model, "optimizer": optimizer}
+        if self.critic is not None:
+            critic, critic_optimizer = get_state_dict(self.critic, self.critic_optimizer)
+            state |= {"critic": critic, "critic_optimizer": critic_optimizer}
+        return state
 
     def close(self) -> None:
         """Removes the weights the transport published."""
-        self.transport.close()
+        if self.rank == 0:
+            self.transport.close()
+
+
+def _trimmed(micro: TrainBatch) -> TrainBatch:
+    """``micro`` without the padding columns none of its rows needs."""
+    return micro.narrow(int(micro.attention_mask.sum(dim=1).max()) if len(micro) else 1)
+
+
+def _idle(like: TrainBatch) -> TrainBatch:
+    """A 2-token row that trains nothing (zero loss mask), with the fields ``like`` has."""
+    zeros = {f.name: None if getattr(like, f.name) is None else torch.zeros(1, 2, dtype=getattr(like, f.name).dtype) for f in fields(like)}
+    return TrainBatch(**zeros | {"attention_mask": torch.ones(1, 2, dtype=torch.long)})

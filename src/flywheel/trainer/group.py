@@ -1,0 +1,102 @@
+"""The trainer group: ``trainer.ranks`` Trainer actors in one Ray placement group (a GPU share per
+rank where there are GPUs, a CPU each), joined by torch.distributed, behind the one-trainer API.
+The controller awaits these coroutines as it would call one trainer; a group of one is the
+single-process trainer.
+
+Rows are dealt to ranks so that every rank holds a share of every minibatch: minibatch m is the
+m-th consecutive slice of the batch (as with one rank), and rank r takes its rows r, r + N, ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import ray
+import torch
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from flywheel.config import Config
+from flywheel.trainer.distributed import free_address
+from flywheel.trainer.trainer import Trainer
+from flywheel.types import TrainBatch
+from flywheel.weights.base import WeightTransport, WeightUpdate
+
+
+def deal_rows(rows: int, minibatches: int, ranks: int) -> list[list[torch.Tensor]]:
+    """[rank][minibatch] -> the batch rows that rank trains on in that minibatch."""
+    return [[share[r::ranks] for share in torch.arange(rows).tensor_split(minibatches)] for r in range(ranks)]
+
+
+class TrainerGroup:
+    def __init__(self, config: Config, actors: list[ray.actor.ActorHandle], group) -> None:
+        self.config, self.actors, self._placement = config, actors, group
+
+    @classmethod
+    def start(cls, config: Config, transport: WeightTransport, gpus_per_rank: float = 0.0, trainer_class: type = Trainer) -> TrainerGroup:
+        """Places ``trainer.ranks`` ranks (one CPU and ``gpus_per_rank`` GPU each), waits until all joined."""
+        n = config.trainer.ranks
+        group = placement_group([{"CPU": 1, "GPU": gpus_per_rank} if gpus_per_rank else {"CPU": 1} for _ in range(n)], strategy="PACK")
+        ray.get(group.ready())
+        on = lambda rank: PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)  # noqa: E731
+        address = ray.get(ray.remote(_rendezvous).options(num_cpus=0, scheduling_strategy=on(0)).remote())
+        actor = ray.remote(trainer_class)
+        actors = [
+            actor.options(num_cpus=1, num_gpus=gpus_per_rank, scheduling_strategy=on(r)).remote(config, transport, r, n, address) for r in range(n)
+        ]
+        try:
+            ray.get([a.__ray_ready__.remote() for a in actors])
+        except Exception:
+            cls(config, actors, group).shutdown()
+            raise
+        return cls(config, actors, group)
+
+    async def _all(self, method: str, *per_rank_args) -> list:
+        """Calls ``method`` on every rank (rank r gets the r-th of each argument list) and awaits all."""
+        return await asyncio.gather(*(getattr(a, method).remote(*(args[r] for args in per_rank_args)) for r, a in enumerate(self.actors)))
+
+    async def _rowwise(self, method: str, batch: TrainBatch) -> torch.Tensor:
+        shares = [rows for [rows] in deal_rows(len(batch), 1, len(self.actors))]
+        outs = await self._all(method, [batch.select(rows) for rows in shares])
+        result = torch.zeros(len(batch), *outs[0].shape[1:], dtype=outs[0].dtype)
+        for rows, out in zip(shares, outs):
+            result[rows] = out
+        return result
+
+    async def train_step(self, batch: TrainBatch) -> dict[str, float]:
+        """``trainer.minibatches`` optimiser steps over ``batch``; the metrics of the step."""
+        deal = deal_rows(len(batch), self.config.trainer.minibatches, len(self.actors))
+        metrics = await self._all("train_step", [[batch.select(rows) for rows in minibatches] for minibatches in deal])
+        return metrics[0]
+
+    async def logprobs(self, batch: TrainBatch) -> torch.Tensor:
+        return await self._rowwise("logprobs", batch)
+
+    async def values(self, batch: TrainBatch) -> torch.Tensor:
+        return await self._rowwise("values", batch)
+
+    async def sequence_kl(self, batch: TrainBatch) -> torch.Tensor:
+        return await self._rowwise("sequence_kl", batch)
+
+    async def publish_weights(self) -> WeightUpdate:
+        return (await self._all("publish_weights"))[0]
+
+    async def save_checkpoint(self, directory: str, resumable: bool = True) -> None:
+        await self._all("save_checkpoint", [directory] * len(self.actors), [resumable] * len(self.actors))
+
+    async def restore(self, directory: str) -> int:
+        return (await self._all("restore", [directory] * len(self.actors)))[0]
+
+    def shutdown(self) -> None:
+        """Removes the published weights, then the ranks and their placement."""
+        try:
+            ray.get(self.actors[0].close.remote())
+        finally:
+            for actor in self.actors:
+                ray.kill(actor)
+            remove_placement_group(self._placement)
+
+
+def _rendezvous() -> str:
+    """Runs where rank 0 will: its address, reachable by the other ranks, with a free port."""
+    return free_address(ray.util.get_node_ip_address())

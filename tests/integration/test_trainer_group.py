@@ -1,0 +1,143 @@
+"""The trainer group over gloo: how a step is cut (ranks, micro-batches, packing, the skipped
+proximal forward) does not change its gradients, and a real step gives the same parameters.
+
+Each group's ranks record the full gradients at every optimiser step instead of applying them
+(``ProbeTrainer``), so every comparison starts from the shipped model's initial weights. fp32
+throughout; the tolerances are fp32 rounding of sums taken in another order.
+"""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import ray
+import torch
+
+from flywheel.algorithms import make_algorithm
+from flywheel.cluster.workers import start_trainer
+from flywheel.config import load_config
+from flywheel.trainer.trainer import Trainer
+from flywheel.types import TrainBatch
+from flywheel.weights.file import FileTransport
+
+REPO = Path(__file__).resolve().parents[2]
+AGGREGATIONS = ["token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+
+
+class ProbeTrainer(Trainer):
+    """A rank that records the full gradients at each optimiser step and applies them only when asked."""
+
+    def configure(self, aggregation: str = "token_mean", apply: bool = False, max_staleness: int = 0, **trainer) -> None:
+        c = self.config
+        self.config = c.model_copy(
+            update={"trainer": c.trainer.model_copy(update=trainer), "rollout": c.rollout.model_copy(update={"max_staleness": max_staleness})}
+        )
+        self.algorithm = make_algorithm(c.algorithm.model_copy(update={"aggregation": aggregation}))
+        self.apply, self.grads, self.forwards = apply, [], 0
+
+    def _logprobs(self, model, micro, with_entropy=False):
+        self.forwards += 1
+        return super()._logprobs(model, micro, with_entropy)
+
+    def optim_step(self):
+        self.grads.append({name: p.grad.full_tensor().clone() for name, p in self.model.named_parameters()})
+        if self.apply:
+            return super().optim_step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self._nonfinite = set()
+        return {}
+
+    def probe(self) -> tuple[list[dict[str, torch.Tensor]], int]:
+        return self.grads, self.forwards
+
+    def parameters_now(self) -> dict[str, torch.Tensor]:
+        return {name: p.full_tensor().clone() for name, p in self.model.named_parameters()}
+
+
+def ragged_batch(rows: int = 12, seed: int = 0) -> TrainBatch:
+    """Even rows long (40-48 tokens), odd rows short (8-12): with ranks dealt rows r, r + 2, ..., rank 0
+    needs more micro-batches than rank 1 under a small budget, so rank 1 runs idle ones."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor(
+        [int(torch.randint(40, 49, (1,), generator=g)) if i % 2 == 0 else int(torch.randint(8, 13, (1,), generator=g)) for i in range(rows)]
+    )
+    width = int(lengths.max())
+    attention = (torch.arange(width) < lengths[:, None]).long()
+    tokens = torch.randint(2, 15, (rows, width), generator=g) * attention
+    mask = attention.float() * (torch.arange(width) >= 4)
+    behaviour = -torch.rand(rows, width, generator=g) * mask
+    advantages = torch.randn(rows, 1, generator=g) * mask
+    return TrainBatch(tokens, attention, mask, behaviour, advantages)
+
+
+@pytest.fixture(scope="module")
+def groups(shared_engine, tmp_path_factory):
+    """A one-rank and a two-rank group of probe trainers (Ray: 1 CPU for the engine + 3)."""
+    started = {}
+    for ranks in (1, 2):
+        config = load_config(REPO / "configs/quickstart.yaml", [f"trainer.ranks={ranks}", "trainer.minibatches=1", "trainer.threads=1"])
+        started[ranks] = start_trainer(config, FileTransport(tmp_path_factory.mktemp("weights")), ProbeTrainer)
+    yield started
+    for group in started.values():
+        group.shutdown()
+
+
+def step(group, batch: TrainBatch, **knobs) -> tuple[dict, dict[str, torch.Tensor], int]:
+    """One train_step with the knobs: (metrics, rank 0's gradients, forward passes per rank)."""
+    ray.get([actor.configure.remote(**knobs) for actor in group.actors])
+    metrics = asyncio.run(group.train_step(batch))
+    [grads], forwards = ray.get(group.actors[0].probe.remote())
+    return metrics, grads, forwards
+
+
+def assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 1e-6) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], atol=atol, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+def test_two_ranks_give_the_gradients_of_one(groups, aggregation):
+    batch = ragged_batch()
+    one, grads_one, _ = step(groups[1], batch, aggregation=aggregation)
+    two, grads_two, _ = step(groups[2], batch, aggregation=aggregation, max_tokens_per_microbatch=64)  # idle micro-batches on rank 1
+    assert two["loss/policy"] == pytest.approx(one["loss/policy"], abs=1e-6)
+    assert two["train/entropy"] == pytest.approx(one["train/entropy"], rel=1e-5)
+    assert_same(grads_one, grads_two)
+
+
+def test_packed_equals_padded_and_one_micro_batch_equals_four(groups):
+    batch = ragged_batch()
+    padded, grads_padded, _ = step(groups[2], batch, packing=False)
+    packed, grads_packed, _ = step(groups[2], batch, packing=True)
+    cut, grads_cut, _ = step(groups[2], batch, packing=True, max_tokens_per_microbatch=48)  # rank 0: 6 micro-batches, rank 1: idle ones
+    assert packed["train/padding_frac"] == 0.0 < padded["train/padding_frac"]
+    for metrics in (packed, cut):
+        assert metrics["loss/policy"] == pytest.approx(padded["loss/policy"], abs=1e-6)
+    assert_same(grads_padded, grads_packed)
+    assert_same(grads_packed, grads_cut)
+
+
+def test_an_on_policy_step_skips_the_proximal_forward_and_equals_the_two_pass_step(groups):
+    batch = ragged_batch()
+    skipped, grads_skipped, forwards_skipped = step(groups[2], batch)
+    two_pass, grads_two_pass, forwards_two_pass = step(groups[2], batch, max_staleness=1)
+    assert (forwards_skipped, forwards_two_pass) == (1, 2)  # one micro-batch per rank
+    assert skipped == two_pass
+    for name in grads_skipped:
+        assert torch.equal(grads_skipped[name], grads_two_pass[name]), name
+
+
+def test_a_real_step_gives_the_same_parameters_on_one_and_two_ranks(groups):
+    """AdamW's first step is lr * g / (|g| + 1e-8): where a gradient is at rounding level its sign is
+    arbitrary, so parameters are compared where |g| > 1e-5 (and everywhere to within 2 * lr)."""
+    batch = ragged_batch(seed=1)
+    _, grads, _ = step(groups[1], batch, apply=True)
+    step(groups[2], batch, apply=True, max_tokens_per_microbatch=64)
+    one, two = (ray.get(g.actors[0].parameters_now.remote()) for g in (groups[1], groups[2]))
+    lr = groups[1].config.trainer.lr
+    for name in one:
+        settled = grads[name].abs() > 1e-5
+        assert settled.float().mean() > 0.5, name
+        torch.testing.assert_close(one[name][settled], two[name][settled], atol=1e-6, rtol=0, msg=name)
+        assert (one[name] - two[name]).abs().max() <= 2 * lr
