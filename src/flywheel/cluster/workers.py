@@ -60,13 +60,15 @@ def start_engines(config: Config, cpus: float = 1.0) -> list[Engine]:
 
 
 def start_trainer(config: Config, transport: WeightTransport, trainer_class: type | None = None) -> TrainerGroup:
-    """The trainer group: ``trainer.ranks`` ranks, a CPU each (and half a GPU each if there are
-    GPUs: colocated with the engines), the first publishing weights through ``transport``."""
+    """The trainer group: ``trainer.ranks`` ranks, a CPU each, the first publishing weights through
+    ``transport``. Where there are GPUs, one rank shares its GPU with the engines (half each); several
+    ranks take a whole GPU each (Ray would pack two half-GPU ranks onto one device, which NCCL refuses)."""
     from flywheel.trainer.group import TrainerGroup
     from flywheel.trainer.trainer import Trainer
 
     _init_ray()
-    return TrainerGroup.start(config, transport, _gpu_share(), trainer_class or Trainer)
+    gpus = _gpu_share() if config.trainer.ranks == 1 else float(_gpu_share() > 0)
+    return TrainerGroup.start(config, transport, gpus, trainer_class or Trainer)
 
 
 def _gpu_share() -> float:

@@ -1,6 +1,8 @@
 """Variable-length attention for packed sequences on any device: a transformers attention
 implementation (``VARLEN``) that runs causal SDPA per sequence, batching sequences of equal length
 together, so a packed micro-batch costs sum(n_i^2), not (sum n_i)^2 as a block-diagonal mask would.
+Sequences are split off as views and joined with one concatenation (no index scatter, whose
+backward would zero and fill a full-size tensor per distinct length).
 Sequence boundaries come from ``cu_seq_lens_q`` (the flash-attention keyword transformers forwards to
 attention functions); without it each row is one sequence (right padding never reaches a real token
 under a causal mask). On GPU with flash-attn installed, "flash_attention_2" does the same natively.
@@ -22,16 +24,18 @@ def varlen_attention(module, query, key, value, attention_mask, scaling=None, dr
     if cu is None:
         out = torch.nn.functional.scaled_dot_product_attention(query, key, value, is_causal=True, scale=scaling, enable_gqa=gqa)
         return out.transpose(1, 2), None
-    q, k, v = query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1)  # [L, H, D]
-    lengths = cu.diff()
-    out = torch.empty_like(q)
-    for n in lengths.unique().tolist():
-        starts = cu[:-1][lengths == n]
-        positions = starts[:, None] + torch.arange(n, device=cu.device)  # [k, n]
-        per_head = lambda x: x[positions].transpose(1, 2)  # noqa: E731  [k, n, H, D] -> [k, H, n, D]
-        o = torch.nn.functional.scaled_dot_product_attention(per_head(q), per_head(k), per_head(v), is_causal=True, scale=scaling, enable_gqa=gqa)
-        out[positions] = o.transpose(1, 2)
-    return out[None], None
+    lengths = cu.diff().tolist()
+    per_sequence = [x[0].transpose(0, 1).split(lengths) for x in (query, key, value)]  # views [n, H, D]
+    out: list[torch.Tensor] = [None] * len(lengths)
+    by_length: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        by_length.setdefault(n, []).append(i)
+    for rows in by_length.values():
+        q, k, v = (torch.stack([x[i] for i in rows]).transpose(1, 2) for x in per_sequence)  # [rows, H, n, D]
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, enable_gqa=gqa).transpose(1, 2)
+        for j, i in enumerate(rows):
+            out[i] = o[j]
+    return torch.cat(out)[None], None
 
 
 def cu_seq_lens(lengths: list[int]) -> torch.Tensor:

@@ -4,6 +4,7 @@ configured dtype), gathering full weights, and combining per-rank numbers."""
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 from datetime import timedelta
 
@@ -40,6 +41,11 @@ def join(rank: int, world_size: int, init_method: str | None) -> DeviceMesh:
     return init_device_mesh("cuda" if cuda else "cpu", (world_size,))
 
 
+def packed_attention() -> str:
+    """Flash attention's varlen kernel where it is installed (GPU), else per-sequence SDPA."""
+    return "flash_attention_2" if torch.cuda.is_available() and importlib.util.find_spec("flash_attn") else VARLEN
+
+
 def load_sharded(model_class, config: Config, mesh: DeviceMesh, adapters: LoraConfig | None = None, **kwargs) -> torch.nn.Module:
     """``model_class.from_pretrained(model.path)`` in fp32 (with LoRA ``adapters``, only they train),
     sharded over ``mesh``; forward and
@@ -47,7 +53,7 @@ def load_sharded(model_class, config: Config, mesh: DeviceMesh, adapters: LoraCo
     parameter, gradient and optimiser state. Gradients are summed over ranks, not averaged: each
     rank's loss is already its share of the step's loss."""
     tc = config.trainer
-    attention = VARLEN if tc.packing else "sdpa"
+    attention = packed_attention() if tc.packing else "sdpa"
     model = model_class.from_pretrained(config.model.path, dtype=torch.float32, attn_implementation=attention, **kwargs)
     if adapters is not None:
         model = add_adapters(model, adapters)

@@ -41,13 +41,13 @@ class Packed:
         """tokens, attention_mask [B, T] (right-padded) -> the B sequences packed."""
         lengths = attention_mask.sum(dim=1).tolist()
         ids = torch.cat([row[:n] for row, n in zip(tokens, lengths)])
-        positions = torch.cat([torch.arange(n) for n in lengths])
+        positions = torch.cat([torch.arange(n, device=tokens.device) for n in lengths])
         return cls(ids[None], positions[None], lengths)
 
     def model_inputs(self) -> dict[str, torch.Tensor | int]:
         """Keyword arguments of a transformers forward over the packed rows (the sequence boundaries
         for ``attention.varlen_attention`` and flash attention)."""
-        cu = cu_seq_lens(self.lengths)
+        cu = cu_seq_lens(self.lengths).to(self.input_ids.device)
         longest = max(self.lengths)
         return {
             "input_ids": self.input_ids,

@@ -58,7 +58,7 @@ class Trainer:
         self.model = load_sharded(AutoModelForCausalLM, config, mesh, adapters=tc.lora if tc.lora.rank else None)
         self.model.train()
         trained = [p for p in self.model.parameters() if p.requires_grad]  # the adapters alone with LoRA
-        self.optimizer = torch.optim.AdamW(trained, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay)
+        self.optimizer = torch.optim.AdamW(trained, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay, foreach=True)
         # A reference model exists only when a KL term uses it: no memory is spent on it otherwise.
         self.reference = None
         if self.algorithm.needs_reference:
@@ -66,7 +66,7 @@ class Trainer:
         self.critic = None
         if self.algorithm.needs_critic:
             self.critic = load_sharded(AutoModelForTokenClassification, config, mesh, num_labels=1)
-            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.algorithm.critic_lr, betas=tc.betas)
+            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.algorithm.critic_lr, betas=tc.betas, foreach=True)
         self.version = 0
         self._nonfinite: set[str] = set()  # losses of the accumulated micro-batches that were not finite
 
