@@ -8,75 +8,55 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-import ray
 import torch
 from tiny_models import save_causal_lm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from flywheel.cluster.workers import start_engines
-from flywheel.config import Config, ModelConfig
-from flywheel.trainer.logprobs import token_logprobs
+from flywheel.algorithms.aggregation import token_mean
+from flywheel.cluster.workers import Workers, start_engines, start_trainer
+from flywheel.config import Config, ModelConfig, TrainerConfig
+from flywheel.types import Episode, TrainBatch, collate
 from flywheel.weights.file import FileTransport
 
 TOLERANCE = 1e-4  # mean |trainer - engine| logprob per sampled token, float32 on both sides
 PROMPTS = ["hello world", "1+2=", "The cat sat"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    started = not ray.is_initialized()
-    yield
-    if started:
-        ray.shutdown()
+def sample(workers: Workers, prompts: list[list[int]], seed: int) -> TrainBatch:
+    """4 completions of each prompt as a batch with random advantages (a step that moves every parameter)."""
+    groups = asyncio.run(workers.engines[0].generate(prompts, 4, 1.0, 16, seed))
+    batch = collate([Episode(p, c, 0.0) for p, group in zip(prompts, groups) for c in group], pad_id=0)
+    return TrainBatch(batch.tokens, batch.attention_mask, batch.loss_mask, batch.behaviour_logprobs, torch.randn(len(batch), 1) * batch.loss_mask)
 
 
-def sample(engine, prompts: list[list[int]], seed: int) -> list[tuple[list[int], list[int], torch.Tensor]]:
-    """(prompt, sampled tokens, engine logprobs) for 4 completions of each prompt."""
-    groups = asyncio.run(engine.generate(prompts, 4, 1.0, 16, seed))
-    return [(p, c.token_ids, torch.tensor(c.logprobs)) for p, group in zip(prompts, groups) for c in group]
-
-
-def mean_abs_diff(model: torch.nn.Module, samples) -> float:
+def mean_abs_diff(workers: Workers, batch: TrainBatch) -> float:
     """Mean over sampled tokens of |trainer logprob - engine logprob|."""
-    diffs = []
-    for prompt, tokens, engine_logprobs in samples:
-        with torch.no_grad():
-            trainer = token_logprobs(model, torch.tensor([prompt + tokens]), None)[0, len(prompt) :]
-        diffs.append((trainer - engine_logprobs).abs())
-    return torch.cat(diffs).mean().item()
-
-
-def adamw_step(model: torch.nn.Module, samples) -> None:
-    """One AdamW step on the sampled tokens' negative log-likelihood (it moves every parameter)."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    loss = -sum(token_logprobs(model, torch.tensor([p + t]), None)[0, len(p) :].sum() for p, t, _ in samples)
-    loss.backward()
-    optimizer.step()
+    return token_mean((asyncio.run(workers.trainer.logprobs(batch)) - batch.behaviour_logprobs).abs(), batch.loss_mask).item()
 
 
 @pytest.mark.parametrize("family", ["qwen2", "qwen3", "llama"])
-def test_tied_model_logprobs_agree_before_and_after_a_synced_step(family, tmp_path):
+def test_tied_model_logprobs_agree_before_and_after_a_synced_step(family, shared_engine, tmp_path):
+    """A two-rank trainer group (FSDP2 shards the tied embedding once) trains a step; the engine loads it."""
     path = save_causal_lm(tmp_path / "model", family=family, tied=True)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    state = model.state_dict()
+    state = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).state_dict()
     assert state["lm_head.weight"].data_ptr() == state["model.embed_tokens.weight"].data_ptr()  # both names, one storage
     tokenizer = AutoTokenizer.from_pretrained(path)
     prompts = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
-    transport = FileTransport(tmp_path / "weights")
-    [engine] = start_engines(Config(model=ModelConfig(path=str(path))))
+    config = Config(model=ModelConfig(path=str(path)), trainer=TrainerConfig(ranks=2, threads=1, lr=1e-2, minibatches=1))
+    torch.manual_seed(0)
+    workers = Workers(start_engines(config), start_trainer(config, FileTransport(tmp_path / "weights")))
     try:
-        before = sample(engine, prompts, seed=1)
-        diff_before = mean_abs_diff(model, before)
+        before = sample(workers, prompts, seed=1)
+        diff_before = mean_abs_diff(workers, before)
         assert diff_before < TOLERANCE
 
-        adamw_step(model, before)
-        asyncio.run(engine.load_weights(transport.publish(model.state_dict(), version=1)))
-        after = sample(engine, prompts, seed=2)
-        diff_after = mean_abs_diff(model, after)
-        moved = mean_abs_diff(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), after)
-        print(f"{family}: mean |trainer - engine| before {diff_before:.2e}, after {diff_after:.2e}; initial weights' {moved:.2e}")
+        asyncio.run(workers.trainer.train_step(before))
+        assert workers.sync_weights() == 1
+        after = sample(workers, prompts, seed=2)
+        diff_after = mean_abs_diff(workers, after)
+        moved = token_mean((asyncio.run(workers.trainer.logprobs(before)) - before.behaviour_logprobs).abs(), before.loss_mask).item()
+        print(f"{family}: mean |trainer - engine| before {diff_before:.2e}, after {diff_after:.2e}; the step moved logprobs {moved:.2e}")
         assert diff_after < TOLERANCE
         assert moved > 100 * TOLERANCE  # the step moved the engine's logprobs
     finally:
-        engine.shutdown()
-        transport.close()
+        workers.shutdown()

@@ -2,7 +2,7 @@
 proximal forward) does not change its gradients, and a real step gives the same parameters.
 
 Each group's ranks record the full gradients at every optimiser step instead of applying them
-(``ProbeTrainer``), so every comparison starts from the shipped model's initial weights. fp32
+(``probe_trainer()``), so every comparison starts from the shipped model's initial weights. fp32
 throughout; the tolerances are fp32 rounding of sums taken in another order.
 """
 
@@ -24,34 +24,39 @@ REPO = Path(__file__).resolve().parents[2]
 AGGREGATIONS = ["token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 
 
-class ProbeTrainer(Trainer):
-    """A rank that records the full gradients at each optimiser step and applies them only when asked."""
+def probe_trainer() -> type[Trainer]:
+    """The rank class, defined here so that Ray ships it by value (a test module is not importable in Ray's workers)."""
 
-    def configure(self, aggregation: str = "token_mean", apply: bool = False, max_staleness: int = 0, **trainer) -> None:
-        c = self.config
-        self.config = c.model_copy(
-            update={"trainer": c.trainer.model_copy(update=trainer), "rollout": c.rollout.model_copy(update={"max_staleness": max_staleness})}
-        )
-        self.algorithm = make_algorithm(c.algorithm.model_copy(update={"aggregation": aggregation}))
-        self.apply, self.grads, self.forwards = apply, [], 0
+    class ProbeTrainer(Trainer):
+        """A rank that records the full gradients at each optimiser step and applies them only when asked."""
 
-    def _logprobs(self, model, micro, with_entropy=False):
-        self.forwards += 1
-        return super()._logprobs(model, micro, with_entropy)
+        def configure(self, aggregation: str = "token_mean", apply: bool = False, max_staleness: int = 0, **trainer) -> None:
+            self.initial = c = getattr(self, "initial", self.config)  # knobs never carry over to the next call
+            self.config = c.model_copy(
+                update={"trainer": c.trainer.model_copy(update=trainer), "rollout": c.rollout.model_copy(update={"max_staleness": max_staleness})}
+            )
+            self.algorithm = make_algorithm(c.algorithm.model_copy(update={"aggregation": aggregation}))
+            self.apply, self.grads, self.forwards = apply, [], 0
 
-    def optim_step(self):
-        self.grads.append({name: p.grad.full_tensor().clone() for name, p in self.model.named_parameters()})
-        if self.apply:
-            return super().optim_step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self._nonfinite = set()
-        return {}
+        def _logprobs(self, model, micro, with_entropy=False):
+            self.forwards += 1
+            return super()._logprobs(model, micro, with_entropy)
 
-    def probe(self) -> tuple[list[dict[str, torch.Tensor]], int]:
-        return self.grads, self.forwards
+        def optim_step(self):
+            self.grads.append({name: p.grad.full_tensor().clone() for name, p in self.model.named_parameters()})
+            if self.apply:
+                return super().optim_step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self._nonfinite = set()
+            return {}
 
-    def parameters_now(self) -> dict[str, torch.Tensor]:
-        return {name: p.full_tensor().clone() for name, p in self.model.named_parameters()}
+        def probe(self) -> tuple[list[dict[str, torch.Tensor]], int]:
+            return self.grads, self.forwards
+
+        def parameters_now(self) -> dict[str, torch.Tensor]:
+            return {name: p.full_tensor().clone() for name, p in self.model.named_parameters()}
+
+    return ProbeTrainer
 
 
 def ragged_batch(rows: int = 12, seed: int = 0) -> TrainBatch:
@@ -76,7 +81,7 @@ def groups(shared_engine, tmp_path_factory):
     started = {}
     for ranks in (1, 2):
         config = load_config(REPO / "configs/quickstart.yaml", [f"trainer.ranks={ranks}", "trainer.minibatches=1", "trainer.threads=1"])
-        started[ranks] = start_trainer(config, FileTransport(tmp_path_factory.mktemp("weights")), ProbeTrainer)
+        started[ranks] = start_trainer(config, FileTransport(tmp_path_factory.mktemp("weights")), probe_trainer())
     yield started
     for group in started.values():
         group.shutdown()
@@ -90,10 +95,19 @@ def step(group, batch: TrainBatch, **knobs) -> tuple[dict, dict[str, torch.Tenso
     return metrics, grads, forwards
 
 
-def assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 1e-6) -> None:
+def assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 1e-6, rtol: float = 1e-4) -> None:
     assert a.keys() == b.keys()
     for name in a:
-        torch.testing.assert_close(a[name], b[name], atol=atol, rtol=1e-4, msg=name)
+        torch.testing.assert_close(a[name], b[name], atol=atol, rtol=rtol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def assert_close_to_scale(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], share: float = 1e-4) -> None:
+    """Each gradient tensor agrees to ``share`` of its largest entry: padded and packed forwards run
+    different kernels (a masked batch vs one sequence per attention call), whose fp32 rounding
+    differences grow towards the first layers (measured: at most 1.5e-5 of the largest entry)."""
+    assert a.keys() == b.keys()
+    for name in a:
+        assert (a[name] - b[name]).abs().max() <= share * a[name].abs().max(), name
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
@@ -114,7 +128,7 @@ def test_packed_equals_padded_and_one_micro_batch_equals_four(groups):
     assert packed["train/padding_frac"] == 0.0 < padded["train/padding_frac"]
     for metrics in (packed, cut):
         assert metrics["loss/policy"] == pytest.approx(padded["loss/policy"], abs=1e-6)
-    assert_same(grads_padded, grads_packed)
+    assert_close_to_scale(grads_padded, grads_packed)
     assert_same(grads_packed, grads_cut)
 
 
@@ -134,7 +148,7 @@ def test_a_real_step_gives_the_same_parameters_on_one_and_two_ranks(groups):
     batch = ragged_batch(seed=1)
     _, grads, _ = step(groups[1], batch, apply=True)
     step(groups[2], batch, apply=True, max_tokens_per_microbatch=64)
-    one, two = (ray.get(g.actors[0].parameters_now.remote()) for g in (groups[1], groups[2]))
+    one, two = (ray.get([actor.parameters_now.remote() for actor in g.actors])[0] for g in (groups[1], groups[2]))  # a collective
     lr = groups[1].config.trainer.lr
     for name in one:
         settled = grads[name].abs() > 1e-5
