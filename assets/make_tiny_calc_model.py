@@ -12,7 +12,7 @@ other half answer directly, which a model this small cannot compute: the warm-up
 tool about half of the time, and RL can then raise both its tool-call rate and its accuracy.
 Training stops at ``MAX_STEPS`` or once the expected probability of a fully correct tool call,
 read from one teacher-forced pass on held-out demonstrations, reaches ``TARGET_CALL_PROB``.
-Embeddings are untied (vLLM 0.32's in-place reload leaves a tied lm_head stale).
+Embeddings are untied, like the tiny-adder's (tied models work too; this one stays as shipped).
 """
 
 from __future__ import annotations

@@ -86,8 +86,9 @@ def answer_logprobs(model, ids, mask) -> torch.Tensor:
 
 
 def untie(model: Qwen2ForCausalLM) -> None:
-    """Gives lm_head its own copy of the embeddings: the same function, but vLLM 0.32's in-place
-    weight reload (which flywheel's weight sync uses) leaves a tied lm_head with stale weights."""
+    """Gives lm_head its own copy of the embeddings: the same function. The shipped model has been
+    untied since a tied lm_head went stale in vLLM's in-place reload; the weight transport now
+    delivers tied weights under every name, and the model stays untied so that it is unchanged."""
     model.config.tie_word_embeddings = False
     model.lm_head.weight = torch.nn.Parameter(model.model.embed_tokens.weight.detach().clone())
 
