@@ -33,8 +33,8 @@ def varlen_attention(module, query, key, value, attention_mask, scaling=None, dr
     for rows in by_length.values():
         q, k, v = (torch.stack([x[i] for i in rows]).transpose(1, 2) for x in per_sequence)  # [rows, H, n, D]
         o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, enable_gqa=gqa).transpose(1, 2)
-        for j, i in enumerate(rows):
-            out[i] = o[j]
+        for i, piece in zip(rows, o.unbind(0)):  # unbind: one backward for all pieces (indexing one by one would zero-fill o per row)
+            out[i] = piece
     return torch.cat(out)[None], None
 
 
