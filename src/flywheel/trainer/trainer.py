@@ -95,10 +95,13 @@ class Trainer:
         """``compute(micro)`` [b, ...] over this rank's rows, micro-batch by micro-batch -> [len(batch), ...]."""
         count = int(self._micro_counts([batch])[:, 0, 2].max().item())
         rows, micros = self._cut(batch, count)
-        outs = [compute(micro).cpu() for micro in micros]
-        result = torch.zeros(len(batch), *batch.tokens.shape[1:]) if outs[0].dim() > 1 else torch.zeros(len(batch))
-        for r, out in zip(rows, outs):
-            result[r, ..., : out.shape[-1]] = out
+        outs = [compute(micro).cpu() for micro in micros]  # idle passes too: FSDP's collectives run in each
+        result = torch.zeros(batch.tokens.shape if outs[0].dim() > 1 else (len(batch),))
+        for r, out in zip(rows, outs):  # the idle passes' outputs come last and are dropped
+            if out.dim() > 1:
+                result[r, : out.shape[1]] = out  # a micro-batch is trimmed to its longest row
+            else:
+                result[r] = out
         return result
 
     def logprobs(self, batch: TrainBatch) -> torch.Tensor:
