@@ -43,15 +43,18 @@ class Workers:
             engine.shutdown()
 
 
-def _init_ray() -> None:
+def _init_ray(config: Config) -> None:
+    """Starts Ray with a logical CPU for the engines and one per trainer rank at least (ranks share the
+    cores when there are fewer)."""
     if not ray.is_initialized():
-        ray.init(num_cpus=max(2, os.cpu_count() or 2), include_dashboard=False, log_to_driver=False, logging_level="error")
+        cpus = max(2, os.cpu_count() or 2, 1 + config.trainer.ranks)
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level="error")
 
 
 def start_engines(config: Config, cpus: float = 1.0) -> list[Engine]:
     """Starts Ray if needed, then ``rollout.engines`` actors of the configured engine (``engine.name``)
     sharing ``cpus`` CPUs (and half a GPU if there is one)."""
-    _init_ray()
+    _init_ray(config)
     count = config.rollout.engines
     actor = ray.remote(engine_class(config.engine)).options(num_cpus=cpus / count, num_gpus=_gpu_share() / count)
     actors = [actor.remote(config) for _ in range(count)]
@@ -66,7 +69,7 @@ def start_trainer(config: Config, transport: WeightTransport, trainer_class: typ
     from flywheel.trainer.group import TrainerGroup
     from flywheel.trainer.trainer import Trainer
 
-    _init_ray()
+    _init_ray(config)
     gpus = _gpu_share() if config.trainer.ranks == 1 else float(_gpu_share() > 0)
     return TrainerGroup.start(config, transport, gpus, trainer_class or Trainer)
 

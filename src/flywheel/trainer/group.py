@@ -22,6 +22,8 @@ from flywheel.trainer.trainer import Trainer
 from flywheel.types import TrainBatch
 from flywheel.weights.base import WeightTransport, WeightUpdate
 
+PLACEMENT_TIMEOUT_S = 120
+
 
 def deal_rows(rows: int, minibatches: int, ranks: int) -> list[list[torch.Tensor]]:
     """[rank][minibatch] -> the batch rows that rank trains on in that minibatch."""
@@ -36,8 +38,17 @@ class TrainerGroup:
     def start(cls, config: Config, transport: WeightTransport, gpus_per_rank: float = 0.0, trainer_class: type = Trainer) -> TrainerGroup:
         """Places ``trainer.ranks`` ranks (one CPU and ``gpus_per_rank`` GPU each), waits until all joined."""
         n = config.trainer.ranks
-        group = placement_group([{"CPU": 1, "GPU": gpus_per_rank} if gpus_per_rank else {"CPU": 1} for _ in range(n)], strategy="PACK")
-        ray.get(group.ready())
+        bundles = [{"CPU": 1, "GPU": gpus_per_rank} if gpus_per_rank else {"CPU": 1} for _ in range(n)]
+        group = placement_group(bundles, strategy="PACK")
+        try:
+            ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            remove_placement_group(group)
+            free = ray.available_resources()
+            raise RuntimeError(
+                f"trainer.ranks={n} needs {n} bundles of {bundles[0]} but Ray has {free.get('CPU', 0):g} CPUs and "
+                f"{free.get('GPU', 0):g} GPUs free; lower trainer.ranks or give Ray more resources"
+            ) from None
         on = lambda rank: PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)  # noqa: E731
         address = ray.get(ray.remote(_rendezvous).options(num_cpus=0, scheduling_strategy=on(0)).remote())
         actor = ray.remote(trainer_class)
