@@ -48,10 +48,9 @@ def packed_attention() -> str:
 
 def load_sharded(model_class, config: Config, mesh: DeviceMesh, adapters: LoraConfig | None = None, **kwargs) -> torch.nn.Module:
     """``model_class.from_pretrained(model.path)`` in fp32 (with LoRA ``adapters``, only they train),
-    sharded over ``mesh``; forward and
-    backward compute in ``model.dtype``, gradients reduce in fp32. Every rank holds 1/N of every
-    parameter, gradient and optimiser state. Gradients are summed over ranks, not averaged: each
-    rank's loss is already its share of the step's loss."""
+    sharded over ``mesh``; forward and backward compute in ``model.dtype``, gradients reduce in fp32.
+    Every rank holds 1/N of every parameter, gradient and optimiser state. Gradients are summed over
+    ranks, not averaged: each rank's loss is already its share of the step's loss."""
     tc = config.trainer
     attention = packed_attention() if tc.packing else "sdpa"
     model = model_class.from_pretrained(config.model.path, dtype=torch.float32, attn_implementation=attention, **kwargs)
@@ -78,12 +77,6 @@ def all_gather(local: torch.Tensor) -> torch.Tensor:
     out = [torch.empty_like(local) for _ in range(dist.get_world_size())]
     dist.all_gather(out, local)
     return torch.stack(out)
-
-
-def sum_over_ranks(value: float) -> float:
-    t = torch.tensor([value], dtype=torch.float64)
-    dist.all_reduce(t)
-    return t.item()
 
 
 #: metrics that are shares of the step's loss (summed over micro-batches and ranks); "*_max" take
