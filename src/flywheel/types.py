@@ -90,14 +90,18 @@ class TrainBatch:
     def select(self, rows: torch.Tensor | list[int]) -> TrainBatch:
         """The batch of the given rows, in that order; every field is indexed."""
         rows = torch.as_tensor(rows, dtype=torch.long)
-        return TrainBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[rows] for f in fields(self)})
+        return self._map(lambda field: field[rows])
 
     def narrow(self, width: int) -> TrainBatch:
         """The first ``width`` token positions of every row (the right padding beyond them dropped)."""
-        return TrainBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[:, :width] for f in fields(self)})
+        return self._map(lambda field: field[:, :width])
 
     def to(self, device: torch.device | str) -> TrainBatch:
-        return TrainBatch(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device) for f in fields(self)})
+        return self._map(lambda field: field.to(device))
+
+    def _map(self, change) -> TrainBatch:
+        """The batch with ``change`` applied to every field that is set."""
+        return TrainBatch(**{f.name: None if getattr(self, f.name) is None else change(getattr(self, f.name)) for f in fields(self)})
 
 
 def collate(episodes: list[Episode], pad_id: int) -> TrainBatch:

@@ -77,24 +77,24 @@ class Trainer:
     def _values(self, micro: TrainBatch) -> torch.Tensor:
         return token_values(self.critic, micro.tokens, micro.attention_mask, packed=self.config.trainer.packing)
 
-    def _cut(self, part: TrainBatch, count: int) -> tuple[list[list[int]], list[TrainBatch]]:
-        """``part``'s rows cut into micro-batches within the token budget, padded to the ``count``
-        all ranks agreed on with idle ones: (rows of each real micro-batch, the micro-batches)."""
-        rows = plan_microbatches(part.attention_mask.sum(dim=1).tolist(), self.config.trainer.max_tokens_per_microbatch)
-        micros = [_trimmed(part.select(r)) for r in rows] + [_idle(part)] * (count - len(rows))
-        return rows, [micro.to(self.device) for micro in micros]
-
-    def _micro_counts(self, parts: list[TrainBatch]) -> torch.Tensor:
-        """[world, parts, 3]: every rank's (loss tokens, rows, micro-batches) of each part (one all-gather)."""
+    def _plan(self, parts: list[TrainBatch]) -> tuple[list[list[list[int]]], torch.Tensor]:
+        """The rows of each part's micro-batches within the token budget, and [world, parts, 3]: every
+        rank's (loss tokens, rows, micro-batches) of each part (one all-gather)."""
         budget = self.config.trainer.max_tokens_per_microbatch
-        local = [[p.loss_mask.sum().item(), len(p), len(plan_microbatches(p.attention_mask.sum(dim=1).tolist(), budget))] for p in parts]
-        return all_gather(torch.tensor(local, dtype=torch.float64))
+        plans = [plan_microbatches(p.attention_mask.sum(dim=1).tolist(), budget) for p in parts]
+        local = [[p.loss_mask.sum().item(), len(p), len(plan)] for p, plan in zip(parts, plans)]
+        return plans, all_gather(torch.tensor(local, dtype=torch.float64))
+
+    def _cut(self, part: TrainBatch, rows: list[list[int]], count: int) -> list[TrainBatch]:
+        """``part``'s micro-batches of the planned ``rows``, padded with idle ones to the ``count`` all ranks agreed on."""
+        micros = [_trimmed(part.select(r)) for r in rows] + [_idle(part)] * (count - len(rows))
+        return [micro.to(self.device) for micro in micros]
 
     @torch.no_grad()
     def _rowwise(self, batch: TrainBatch, compute) -> torch.Tensor:
         """``compute(micro)`` [b, ...] over this rank's rows, micro-batch by micro-batch -> [len(batch), ...]."""
-        count = int(self._micro_counts([batch])[:, 0, 2].max().item())
-        rows, micros = self._cut(batch, count)
+        [rows], counts = self._plan([batch])
+        micros = self._cut(batch, rows, int(counts[:, 0, 2].max().item()))
         outs = [compute(micro).cpu() for micro in micros]  # idle passes too: FSDP's collectives run in each
         result = torch.zeros(batch.tokens.shape if outs[0].dim() > 1 else (len(batch),))
         for r, out in zip(rows, outs):  # the idle passes' outputs come last and are dropped
@@ -131,11 +131,11 @@ class Trainer:
         current logprobs, taken from the training forward itself; otherwise one no-grad pass
         computes them before the first optimiser step.
         """
-        counts = self._micro_counts(parts)
+        plans, counts = self._plan(parts)
         totals = [
             LossTotals(counts[:, m, 0].sum().item(), int(counts[:, m, 1].sum().item()), self.config.rollout.max_new_tokens) for m in range(len(parts))
         ]
-        cuts = [self._cut(part, int(counts[:, m, 2].max().item()))[1] for m, part in enumerate(parts)]
+        cuts = [self._cut(part, rows, int(counts[:, m, 2].max().item())) for m, (part, rows) in enumerate(zip(parts, plans))]
         on_policy = len(parts) == 1 and self.config.rollout.max_staleness == 0
         if not on_policy:
             with torch.no_grad():
