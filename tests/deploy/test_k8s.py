@@ -38,12 +38,12 @@ MAX_NAME = {"RayCluster": 53, "RayJob": 47}  # KubeRay's MaxRayClusterNameLength
 DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 # (nodes, GPUs per node, model directory, trainer ranks, engine replicas) each overlay is meant to give
 SHAPES = {
-    "single-node": (1, 8, "/data/models/Qwen2.5-7B-Instruct", 4, 4),
+    "single-node": (1, 8, "/data/models/Qwen2.5-7B-Instruct", 7, 1),
     "multi-node": (2, 8, "/data/models/Qwen2.5-32B-Instruct", 8, 8),
 }
-# `cluster.address` (join a running Ray cluster) is being added to flywheel's config on another branch;
-# until Config has a `cluster` section the loader is given the RayJob's other overrides only.
-PENDING_KEYS = () if "cluster" in Config.model_fields else ("cluster.address",)
+# The `cluster` section (address: join a running Ray cluster; placement) is being added to flywheel's
+# config on another branch; until Config has it, the loader is given the RayJob's other overrides only.
+PENDING_SECTIONS = () if "cluster" in Config.model_fields else ("cluster.",)
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 
 
@@ -244,16 +244,25 @@ def test_the_job_runs_a_command_flywheel_accepts_on_the_overlays_cluster(overlay
     (tmp_path / config_file.name).write_text(one(objects, "ConfigMap", volume["configMap"]["name"])["data"][config_file.name])
     # The model lives on the cluster's volume; flywheel's loader checks the rest with the tiny model.
     settings = dict(arg.split("=", 1) for arg in overrides)
-    loadable = [arg for arg in overrides if arg.split("=", 1)[0] not in PENDING_KEYS]
+    loadable = [arg for arg in overrides if not arg.startswith(PENDING_SECTIONS)]
     config = load_config(tmp_path / config_file.name, [*loadable, f"model.path={ROOT / 'assets' / 'tiny-adder'}"])
 
     nodes, gpus = cluster_shape(cluster)
     assert (nodes, gpus, settings["model.path"], config.trainer.ranks, config.rollout.engines) == SHAPES[overlay]
-    assert config.trainer.ranks + config.rollout.engines <= nodes * gpus, "one GPU per trainer rank and per engine replica"
+    assert fits(config.trainer.ranks, config.rollout.engines, settings.get("cluster.placement", "colocated"), nodes, gpus)
     shared = PurePosixPath("/data")
     assert shared in PurePosixPath(config.run.output_dir).parents, "run directories and checkpoints go to the shared volume"
     if nodes > 1:  # engines on other nodes than the trainer cannot read its /dev/shm
         assert config.weights.directory and shared in PurePosixPath(config.weights.directory).parents
+
+
+def fits(ranks: int, engines: int, placement: str, nodes: int, gpus: int) -> bool:
+    """Whether the GPUs hold the run as cluster.placement places it. Colocated: the engine replicas
+    share half a GPU, and several trainer ranks take a whole GPU each (one rank shares the engines').
+    Disaggregated: a whole GPU per rank and per replica, the replicas on nodes the trainer leaves free."""
+    if placement == "colocated":
+        return 1 + (ranks if ranks > 1 else 0) <= nodes * gpus
+    return engines <= (nodes - -(-ranks // gpus)) * gpus
 
 
 def test_the_overlays_differ_in_nodes_and_model_only_as_intended():
