@@ -265,11 +265,27 @@ def fits(ranks: int, engines: int, placement: str, nodes: int, gpus: int) -> boo
     return engines <= (nodes - -(-ranks // gpus)) * gpus
 
 
-def test_the_overlays_differ_in_nodes_and_model_only_as_intended():
+def test_the_overlays_differ_only_in_node_count_and_memory():
     single, multi = (one(render(o), "RayCluster") for o in SHAPES)
     assert cluster_shape(single) == (1, 8) and cluster_shape(multi) == (2, 8)
-    strip = lambda c: {**c["spec"], "workerGroupSpecs": [{k: v for k, v in g.items() if "eplicas" not in k} for g in c["spec"]["workerGroupSpecs"]]}  # noqa: E731
-    assert strip(single) == strip(multi), "besides the node count, both overlays run the same pods"
+    # 8 ranks of a 32B model each load it in fp32 on the host before sharding: 8 x 131 GB
+    assert node_memory(single) == 512 * 2**30 and node_memory(multi) == 1600 * 2**30
+
+    def rest(cluster: dict) -> dict:
+        spec = deepcopy(cluster["spec"])
+        for template in pod_templates({"spec": spec}):
+            template["spec"]["containers"][0].pop("resources")
+        for group in spec["workerGroupSpecs"]:
+            for key in ("replicas", "minReplicas", "maxReplicas"):
+                group.pop(key)
+        return spec
+
+    assert rest(single) == rest(multi), "besides nodes and memory, both overlays run the same pods"
+
+
+def node_memory(cluster: dict) -> float:
+    [memory] = {quantity(t["spec"]["containers"][0]["resources"]["limits"]["memory"]) for t in pod_templates(cluster)}
+    return memory
 
 
 # --- the validators reject broken objects ------------------------------------------------------
