@@ -114,8 +114,9 @@ def strict(schema: dict) -> dict:
 
 @cache
 def crd_schema(kind: str, api_version: str) -> dict:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    crd = yaml.load((KUBERAY_CRDS / CRD_FILES[kind]).read_text(), Loader=loader)
+    path = KUBERAY_CRDS / CRD_FILES[kind]
+    assert path.is_file(), f"{path} is missing: the KubeRay CRDs come with shared/ beside the repository"
+    crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     group, version = api_version.split("/")
     assert crd["spec"]["group"] == group, f"{kind} is in group {crd['spec']['group']}, not {group}"
     [served] = [v for v in crd["spec"]["versions"] if v["name"] == version and v["served"]]
