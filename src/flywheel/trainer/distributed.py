@@ -10,9 +10,10 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from transformers import AutoConfig
 
 from flywheel.config import Config, LoraConfig
 from flywheel.trainer.attention import VARLEN
@@ -50,20 +51,39 @@ def load_sharded(model_class, config: Config, mesh: DeviceMesh, adapters: LoraCo
     """``model_class.from_pretrained(model.path)`` in fp32 (with LoRA ``adapters``, only they train),
     sharded over ``mesh``; forward and backward compute in ``model.dtype``, gradients reduce in fp32.
     Every rank holds 1/N of every parameter, gradient and optimiser state. Gradients are summed over
-    ranks, not averaged: each rank's loss is already its share of the step's loss."""
+    ranks, not averaged: each rank's loss is already its share of the step's loss.
+
+    Only rank 0 reads the checkpoint (a whole fp32 copy in host memory, once); the other ranks build
+    the model on the meta device, and every rank's shards and buffers are sent from rank 0's copy."""
     tc = config.trainer
     attention = packed_attention() if tc.packing else "sdpa"
-    model = model_class.from_pretrained(config.model.path, dtype=torch.float32, attn_implementation=attention, **kwargs)
+    source = mesh.get_rank() == 0
+    if source:
+        model = model_class.from_pretrained(config.model.path, dtype=torch.float32, attn_implementation=attention, **kwargs)
+    else:
+        with torch.device("meta"):
+            model_config = AutoConfig.from_pretrained(config.model.path, **kwargs)
+            model = model_class.from_config(model_config, dtype=torch.float32, attn_implementation=attention)
     if adapters is not None:
         model = add_adapters(model, adapters)
     if tc.activation_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    full = model.state_dict() if source else {}  # the whole tensors, held until sent
+    buffers = dict(model.named_buffers())  # non-persistent ones (rotary frequencies) are in no state dict
     policy = MixedPrecisionPolicy(param_dtype=getattr(torch, config.model.dtype), reduce_dtype=torch.float32)
     layers = [m for m in model.modules() if type(m).__name__ in (model._no_split_modules or ())]
     for module in [*layers, model]:
         fully_shard(module, mesh=mesh, mp_policy=policy)
         module.set_gradient_divide_factor(1.0)
         module.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
+    if mesh.size() > 1:
+        if not source:
+            model.to_empty(device=mesh.device_type)
+        set_model_state_dict(model, full, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+        for name, buffer in model.named_buffers():
+            if source:
+                buffer.copy_(buffers[name])
+            dist.broadcast(buffer, src=0)
     return model
 
 
