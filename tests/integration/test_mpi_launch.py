@@ -17,7 +17,7 @@ COMPARED = ("reward/mean", "loss/policy", "train/grad_norm", "train/entropy", "e
 
 def mpirun(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """``mpirun -np 2 python -m flywheel.cli train configs/quickstart.yaml *args`` (as root, as CI runs)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     command = [
         "mpirun",
         "--allow-run-as-root",
