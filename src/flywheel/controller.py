@@ -17,7 +17,8 @@ exactly. One bad episode never ends the run: an environment that raises or times
 non-finite reward, leaves that episode out of the advantages, counted, its first traceback of each
 kind in errors/; an alert fires when the step's share of such episodes passes
 rollout.invalid_alert_rate (and stops the run with rollout.stop_on_invalid). Failures of the loop
-itself (an engine gone for good, the admission task) are raised, never left to hang it.
+itself (an engine gone for good, the admission task) are raised, never left to hang it; a trainer
+rank that dies ends the run with TrainerLost, naming the checkpoint to resume from.
 
 Shutdown order: progress bar, rollout tasks, metrics file, reward actors, trainer (removes its
 shared-memory weights), engines, then Ray if this loop started it.
@@ -42,11 +43,11 @@ from flywheel.eval.heldout import eval_metrics
 from flywheel.monitor.faults import FaultLog
 from flywheel.monitor.metrics import MetricsLog
 from flywheel.monitor.progress import RunProgress
-from flywheel.monitor.run_dir import RolloutDump, open_run
+from flywheel.monitor.run_dir import RolloutDump, newest_checkpoint, open_run
 from flywheel.rewards.wiring import reward_pipeline
 from flywheel.rollout.router import EngineRouter
 from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, load_tasks, take_batch
-from flywheel.trainer.group import TrainerGroup
+from flywheel.trainer.group import TrainerDied, TrainerGroup
 from flywheel.types import Episode
 from flywheel.weights import open_transport
 from flywheel.weights.base import WeightUpdate
@@ -54,6 +55,19 @@ from flywheel.weights.base import WeightUpdate
 
 class RunStopped(RuntimeError):
     """An alert fired whose config asks to stop the run; the message says which."""
+
+
+class TrainerLost(RuntimeError):
+    """A trainer rank died: the message names the rank, the step and the checkpoint to resume from
+    (``checkpoint``: None when none was saved yet)."""
+
+    def __init__(self, died: TrainerDied, step: int, run_dir: Path) -> None:
+        self.run_dir, self.checkpoint = run_dir, newest_checkpoint(run_dir)
+        if self.checkpoint is None:
+            then = "no checkpoint was saved yet, so start the run again"
+        else:
+            then = f"its latest checkpoint is {self.checkpoint}: continue with run.resume={run_dir}"
+        super().__init__(f"trainer rank {died.rank} died at step {step} (during {died.method}); {then}")
 
 
 def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], generated_tokens: int, version: int) -> dict[str, float]:
@@ -123,24 +137,25 @@ def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[str]
 
 async def _train(config: Config, workers: Workers) -> Path:
     run_dir, checkpoint, state = open_run(config)
-    first_step = state["step"] + 1
+    step = first_step = state["step"] + 1  # the step under way, named if a trainer rank dies
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     tasks, algorithm = load_tasks(config), make_algorithm(config.algorithm)
     trainer, router = workers.trainer, EngineRouter(workers.engines)
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
     pipeline, stop_reward_actors = reward_pipeline(config, env_guards, workers.engines[0])
-    if checkpoint is not None:
-        await trainer.restore(str(checkpoint))
     log = MetricsLog(run_dir / "metrics.jsonl")
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
     started = time.perf_counter()
     stream = RolloutStream(router, tokenizer, tasks, config, state, algorithm, pipeline)
-    update = await trainer.publish_weights()
-    await load_everywhere(router, stream, update)
-    version = update.version
+    version = state["step"]
     loading: asyncio.Task | None = None  # the engines loading the latest weights
     try:
+        if checkpoint is not None:
+            await trainer.restore(str(checkpoint))
+        update = await trainer.publish_weights()
+        await load_everywhere(router, stream, update)
+        version = update.version
         with RunProgress(config.run.steps, config.run.progress) as progress:
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
             if checkpoint is None:
@@ -199,6 +214,8 @@ async def _train(config: Config, workers: Workers) -> Path:
                 progress.step(row)
             await trainer.save_checkpoint(str(run_dir / "final"), resumable=False)
             progress.log(f"done in {time.perf_counter() - started:.0f}s: final model in {run_dir / 'final'}")
+    except TrainerDied as died:
+        raise TrainerLost(died, step, run_dir) from died
     finally:
         if loading:
             await asyncio.gather(loading, return_exceptions=True)

@@ -36,6 +36,8 @@ def test_quickstart_loads_and_round_trips(tmp_path):
         (["run.resume=nowhere"], "run.resume 'nowhere' holds no checkpoint to resume from"),
         (["trainer.lora.rank=-1"], "bad value for 'trainer.lora.rank'"),
         (["trainer.lora.alpha=8"], "trainer.lora.alpha does nothing while trainer.lora.rank is 0 (off)"),
+        (["run.max_restarts=5"], "run.max_restarts does nothing while run.supervise is false; set run.supervise=true"),
+        (["run.supervise=true", "run.max_restarts=-1"], "bad value for 'run.max_restarts'"),
         (["trainer.lora.rank=8", "trainer.lora.target_modules=[]"], "bad value for 'trainer.lora.target_modules'"),
         (["lr"], "override 'lr' is not of the form section.key=value"),
         (["model.path=nowhere"], "model.path 'nowhere' is not a Hugging Face model directory"),

@@ -65,10 +65,14 @@ def start_engines(config: Config, cpus: float = 1.0) -> list[Engine]:
 def start_trainer(config: Config, transport: WeightTransport, trainer_class: type | None = None) -> TrainerGroup:
     """The trainer group: ``trainer.ranks`` ranks, a CPU each, the first publishing weights through
     ``transport``. Where there are GPUs, one rank shares its GPU with the engines (half each); several
-    ranks take a whole GPU each (Ray would pack two half-GPU ranks onto one device, which NCCL refuses)."""
+    ranks take a whole GPU each (Ray would pack two half-GPU ranks onto one device, which NCCL refuses).
+    Under mpirun the ranks are the MPI processes instead (cluster/mpi.py)."""
+    from flywheel.cluster.mpi import MPITrainerGroup, launched_by_mpi
     from flywheel.trainer.group import TrainerGroup
     from flywheel.trainer.trainer import Trainer
 
+    if launched_by_mpi():
+        return MPITrainerGroup.start(config, transport, trainer_class or Trainer)
     _init_ray(config)
     gpus = _gpu_share() if config.trainer.ranks == 1 else float(_gpu_share() > 0)
     return TrainerGroup.start(config, transport, gpus, trainer_class or Trainer)

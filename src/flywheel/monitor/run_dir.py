@@ -22,10 +22,15 @@ def new_run_dir(config: Config) -> Path:
     return candidate
 
 
-def latest_checkpoint(run_dir: Path) -> tuple[Path, dict]:
-    """The newest checkpoint with both trainer and controller state, and the controller state."""
+def newest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest checkpoint with both trainer and controller state (None if there is none)."""
     complete = [p for p in run_dir.glob("checkpoints/step_*") if (p / "trainer_state.pt").is_file() and (p / "controller.json").is_file()]
-    latest = max(complete, key=lambda p: int(p.name.removeprefix("step_")))
+    return max(complete, key=lambda p: int(p.name.removeprefix("step_")), default=None)
+
+
+def latest_checkpoint(run_dir: Path) -> tuple[Path, dict]:
+    """The newest complete checkpoint and its controller state."""
+    latest = newest_checkpoint(run_dir)
     return latest, json.loads((latest / "controller.json").read_text())
 
 

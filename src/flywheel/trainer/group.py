@@ -5,6 +5,10 @@ single-process trainer.
 
 Rows are dealt to ranks so that every rank holds a share of every minibatch: minibatch m is the
 m-th consecutive slice of the batch (as with one rank), and rank r takes its rows r, r + N, ...
+
+A rank whose process dies fails the call with ``TrainerDied`` (naming the rank) as soon as Ray
+reports it, even while the other ranks are still blocked in a collective with it; ``shutdown``
+then kills them all.
 """
 
 from __future__ import annotations
@@ -23,6 +27,16 @@ from flywheel.types import TrainBatch
 from flywheel.weights.base import WeightTransport, WeightUpdate
 
 PLACEMENT_TIMEOUT_S = 120
+DEATH_GRACE_S = 10  # after one rank fails, how long the others get to report whether a rank died
+CLOSE_TIMEOUT_S = 10
+
+
+class TrainerDied(RuntimeError):
+    """A trainer rank's process died during a group call."""
+
+    def __init__(self, rank: int, method: str) -> None:
+        super().__init__(f"trainer rank {rank} died during {method}")
+        self.rank, self.method = rank, method
 
 
 def deal_rows(rows: int, minibatches: int, ranks: int) -> list[list[torch.Tensor]]:
@@ -31,8 +45,9 @@ def deal_rows(rows: int, minibatches: int, ranks: int) -> list[list[torch.Tensor
 
 
 class TrainerGroup:
-    def __init__(self, config: Config, actors: list[ray.actor.ActorHandle], group) -> None:
-        self.config, self.actors, self._placement = config, actors, group
+    def __init__(self, config: Config, transport: WeightTransport, actors: list[ray.actor.ActorHandle], group) -> None:
+        self.config, self.transport, self.actors, self._placement = config, transport, actors, group
+        self.ranks = len(actors)
 
     @classmethod
     def start(cls, config: Config, transport: WeightTransport, gpus_per_rank: float = 0.0, trainer_class: type = Trainer) -> TrainerGroup:
@@ -58,16 +73,27 @@ class TrainerGroup:
         try:
             ray.get([a.__ray_ready__.remote() for a in actors])
         except Exception:
-            cls(config, actors, group).shutdown()
+            cls(config, transport, actors, group).shutdown()
             raise
-        return cls(config, actors, group)
+        return cls(config, transport, actors, group)
 
     async def _all(self, method: str, *per_rank_args) -> list:
-        """Calls ``method`` on every rank (rank r gets the r-th of each argument list) and awaits all."""
-        return await asyncio.gather(*(getattr(a, method).remote(*(args[r] for args in per_rank_args)) for r, a in enumerate(self.actors)))
+        """Calls ``method`` on every rank (rank r gets the r-th of each argument list) and awaits all;
+        raises TrainerDied when a rank's process died, else the first rank's failure."""
+        calls = [asyncio.ensure_future(getattr(a, method).remote(*(args[r] for args in per_rank_args))) for r, a in enumerate(self.actors)]
+        _, pending = await asyncio.wait(calls, return_when=asyncio.FIRST_EXCEPTION)
+        if pending:  # a rank failed; the others may be blocked in a collective with it
+            await asyncio.wait(pending, timeout=DEATH_GRACE_S)
+        failures = [(rank, call.exception()) for rank, call in enumerate(calls) if call.done() and call.exception()]
+        for rank, error in failures:
+            if isinstance(error, ray.exceptions.RayActorError):
+                raise TrainerDied(rank, method) from error
+        if failures:
+            raise failures[0][1]
+        return [call.result() for call in calls]
 
     async def _rowwise(self, method: str, batch: TrainBatch) -> torch.Tensor:
-        shares = [rows for [rows] in deal_rows(len(batch), 1, len(self.actors))]
+        shares = [rows for [rows] in deal_rows(len(batch), 1, self.ranks)]
         outs = await self._all(method, [batch.select(rows) for rows in shares])
         result = torch.zeros(len(batch), *outs[0].shape[1:], dtype=outs[0].dtype)
         for rows, out in zip(shares, outs):
@@ -76,7 +102,7 @@ class TrainerGroup:
 
     async def train_step(self, batch: TrainBatch) -> dict[str, float]:
         """``trainer.minibatches`` optimiser steps over ``batch``; the metrics of the step."""
-        deal = deal_rows(len(batch), self.config.trainer.minibatches, len(self.actors))
+        deal = deal_rows(len(batch), self.config.trainer.minibatches, self.ranks)
         metrics = await self._all("train_step", [[batch.select(rows) for rows in minibatches] for minibatches in deal])
         return metrics[0]
 
@@ -93,15 +119,18 @@ class TrainerGroup:
         return (await self._all("publish_weights"))[0]
 
     async def save_checkpoint(self, directory: str, resumable: bool = True) -> None:
-        await self._all("save_checkpoint", [directory] * len(self.actors), [resumable] * len(self.actors))
+        await self._all("save_checkpoint", [directory] * self.ranks, [resumable] * self.ranks)
 
     async def restore(self, directory: str) -> int:
-        return (await self._all("restore", [directory] * len(self.actors)))[0]
+        return (await self._all("restore", [directory] * self.ranks))[0]
 
     def shutdown(self) -> None:
-        """Removes the published weights, then the ranks and their placement."""
+        """Removes the published weights (here, if rank 0 is dead or stuck), then kills the ranks
+        (those blocked in a collective with a dead one too) and removes their placement."""
         try:
-            ray.get(self.actors[0].close.remote())
+            ray.get(self.actors[0].close.remote(), timeout=CLOSE_TIMEOUT_S)
+        except ray.exceptions.RayError:  # dead, or stuck past the timeout
+            self.transport.close()
         finally:
             for actor in self.actors:
                 ray.kill(actor)

@@ -1,0 +1,58 @@
+"""The supervisor (``run.supervise``): a run whose trainer rank dies resumes from its latest
+checkpoint in the same run directory, with a new trainer group, up to ``run.max_restarts`` times.
+
+The engines stay up across restarts (they lost nothing: the resumed run publishes the checkpoint's
+weights to them before its first step). Each restart is a line in ``restarts.log`` in the run
+directory and on stderr. A death before the first checkpoint, or past the restart budget, ends the
+run with TrainerLost as without the supervisor.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import ray
+
+from flywheel.cluster.workers import Workers, start_engines, start_trainer
+from flywheel.config import Config
+from flywheel.controller import TrainerLost, train
+from flywheel.engines.base import Engine
+from flywheel.weights import open_transport
+
+
+def supervise(config: Config, engines: list[Engine] | None = None, trainer_class: type | None = None) -> Path:
+    """Trains ``config``, restarting the trainer group after a rank dies; returns the run directory.
+    ``engines``: serve the run with these (left running); None: start them and stop them at the end.
+    ``trainer_class``: the rank class (default Trainer)."""
+    own_engines, own_ray = engines is None, not ray.is_initialized()
+    engines = engines or start_engines(config)
+    restarts = 0
+    try:
+        while True:
+            workers = Workers(engines, start_trainer(config, open_transport(config.weights), trainer_class))
+            try:
+                return train(config, workers)
+            except TrainerLost as lost:
+                if lost.checkpoint is None or restarts == config.run.max_restarts:
+                    raise
+                restarts += 1
+                log_restart(lost.run_dir, f"restart {restarts} of {config.run.max_restarts}: {lost}")
+                config = config.model_copy(update={"run": config.run.model_copy(update={"resume": str(lost.run_dir)})})
+            finally:
+                workers.trainer.shutdown()
+    finally:
+        if own_engines:
+            for engine in engines:
+                engine.shutdown()
+            if own_ray:
+                ray.shutdown()
+
+
+def log_restart(run_dir: Path, line: str) -> None:
+    """Appends ``line`` (UTC time first) to run_dir/restarts.log and prints it."""
+    stamped = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {line}"
+    with (run_dir / "restarts.log").open("a") as log:
+        log.write(stamped + "\n")
+    print(f"flywheel: {stamped}", file=sys.stderr)

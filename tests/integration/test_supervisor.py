@@ -1,0 +1,112 @@
+"""A trainer rank whose process dies mid-run: without the supervisor the run ends with exit code 4
+and one sentence naming the rank, the step and the checkpoint; with it, the run resumes from that
+checkpoint in the same run directory and its steps after the restart equal those of an
+uninterrupted run."""
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from flywheel.config import load_config
+from flywheel.controller import train
+from flywheel.monitor.metrics import read_metrics
+from flywheel.supervisor import supervise
+from flywheel.trainer.trainer import Trainer
+
+REPO = Path(__file__).resolve().parents[2]
+COMPARED = ("reward/mean", "loss/policy", "train/grad_norm", "train/entropy", "eval/accuracy", "weights/version")
+
+
+def dying_trainer(marker: Path, step: int) -> type[Trainer]:
+    """Rank 1's process exits in the middle of training step ``step``, once: it leaves ``marker``
+    behind, so the restarted group trains on. Defined here so that Ray ships it by value."""
+
+    class DyingTrainer(Trainer):
+        def train_step(self, parts):
+            if self.rank == 1 and self.version == step - 1 and not marker.exists():
+                marker.touch()
+                os._exit(1)  # rank 0 is in the step's first collective with it
+            return super().train_step(parts)
+
+    return DyingTrainer
+
+
+COMMON = ["run.progress=false", "rollout.prompts_per_step=16"]
+
+
+def run_config(tmp_path: Path, *extra: str):
+    steps = ["run.steps=4", "run.checkpoint_every=2", "eval.every=2"]
+    return load_config(
+        REPO / "configs/quickstart.yaml", [*COMMON, *steps, "trainer.ranks=2", "trainer.threads=1", f"run.output_dir={tmp_path}", *extra]
+    )
+
+
+def trainer_processes(pid: int) -> list[psutil.Process]:
+    """The Ray trainer ranks among the descendants of process ``pid``."""
+    ranks = []
+    for process in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # a short-lived child may be gone already
+            if process.cmdline()[:1] and process.cmdline()[0].startswith("ray::Trainer"):
+                ranks.append(process)
+    return ranks
+
+
+def test_a_rank_killed_from_outside_ends_the_cli_run_with_exit_4(tmp_path):
+    """SIGKILL to one rank of a 2-rank CLI run: the other may be blocked in a collective with it, yet the
+    run ends at once with exit code 4 and one sentence, leaving no trainer process behind."""
+    args = [
+        *COMMON,
+        "run.steps=200",
+        "run.checkpoint_every=1",
+        "eval.every=200",
+        "trainer.ranks=2",
+        "trainer.threads=1",
+        f"run.output_dir={tmp_path}",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "flywheel.cli", "train", "configs/quickstart.yaml", *args], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True
+    )
+    metrics = tmp_path / "quickstart" / "metrics.jsonl"
+    deadline = time.monotonic() + 600
+    while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= 3):  # step 2 done
+        assert run.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 2"
+        time.sleep(0.5)
+    ranks = trainer_processes(run.pid)
+    assert len(ranks) == 2
+    ranks[1].kill()
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 4, stderr[-2000:]
+    run_dir = tmp_path / "quickstart"
+    [line] = [line for line in stderr.splitlines() if line.startswith("flywheel: stopped:")]
+    found = re.fullmatch(
+        rf"flywheel: stopped: trainer rank [01] died at step (\d+) \(during \w+\); its latest checkpoint is {run_dir}/checkpoints/step_(\d+): continue with run.resume={run_dir}",
+        line,
+    )
+    assert found, line
+    assert int(found[2]) == int(found[1]) - 1  # a checkpoint every step
+    assert not [p for p in ranks if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_the_supervisor_resumes_exactly_after_a_rank_dies(shared_engine, fresh_workers, tmp_path):
+    supervised = supervise(
+        run_config(tmp_path, "run.name=supervised", "run.supervise=true", "run.max_restarts=1"), [shared_engine], dying_trainer(tmp_path / "died", 3)
+    )
+    [restart] = (supervised / "restarts.log").read_text().splitlines()
+    assert restart.endswith(
+        f"restart 1 of 1: trainer rank 1 died at step 3 (during train_step); its latest checkpoint is {supervised / 'checkpoints/step_2'}: continue with run.resume={supervised}"
+    )
+    whole = train(run_config(tmp_path, "run.name=whole"), fresh_workers(run_config(tmp_path)))
+
+    expected, got = read_metrics(whole / "metrics.jsonl"), read_metrics(supervised / "metrics.jsonl")
+    assert [r["step"] for r in got] == [0, 1, 2, 3, 4]
+    for want, have in zip(expected[3:], got[3:]):
+        for key in COMPARED:
+            if key in want:
+                assert have[key] == want[key], (want["step"], key, want[key], have[key])
