@@ -90,10 +90,23 @@ def unpack(buffer: torch.Tensor, bucket: list[Slot]) -> Iterator[tuple[str, torc
         yield slot.name, buffer[slot.offset : slot.offset + slot.nbytes].view(getattr(torch, slot.dtype)).view(slot.shape)
 
 
-def broadcast(group: ProcessGroupGloo, buffer: torch.Tensor) -> None:
+def broadcast(group: ProcessGroupGloo, buffer: torch.Tensor):
+    """Starts broadcasting ``buffer`` from rank 0 (into it, elsewhere); returns the work to wait on."""
     options = BroadcastOptions()
     options.rootRank = 0
-    group.broadcast([buffer], options).wait()
+    return group.broadcast([buffer], options)
+
+
+def _receiving(group: ProcessGroupGloo, bucket: list[Slot]):
+    """Starts receiving ``bucket``; returns a call that waits for it and returns its buffer."""
+    buffer = torch.empty(bucket_bytes(bucket), dtype=torch.uint8)
+    work = broadcast(group, buffer)
+
+    def arrived() -> torch.Tensor:
+        work.wait()
+        return buffer
+
+    return arrived
 
 
 @dataclass(frozen=True)
@@ -125,10 +138,13 @@ class CollectiveWeights(WeightUpdate):
         return [name, *(alias for alias, owner in self.aliases.items() if owner == name)]
 
     def receive(self, link: ProcessGroupGloo) -> Iterator[tuple[str, torch.Tensor]]:
-        """Receives bucket after bucket (one in memory at a time), yielding each tensor under each of its names."""
-        for bucket in self.buckets:
-            buffer = torch.empty(bucket_bytes(list(bucket)), dtype=torch.uint8)
-            broadcast(link, buffer)
+        """Receives bucket after bucket, yielding each tensor under each of its names; the next bucket
+        arrives while the model loads this one (two in memory at a time)."""
+        incoming = _receiving(link, list(self.buckets[0]))
+        for i, bucket in enumerate(self.buckets):
+            buffer = incoming()
+            if i + 1 < len(self.buckets):
+                incoming = _receiving(link, list(self.buckets[i + 1]))
             for name, tensor in unpack(buffer, list(bucket)):
                 for each in self.names(name):
                     yield each, tensor
@@ -219,8 +235,8 @@ class CollectiveTransport:
     def _send_gloo(self, buffers: list[torch.Tensor]) -> None:
         if self._group is None:
             self._group = ProcessGroupGloo(self._store, 0, self.world_size, timedelta(seconds=self.config.timeout_s))
-        for buffer in buffers:
-            broadcast(self._group, buffer)
+        for work in [broadcast(self._group, buffer) for buffer in buffers]:
+            work.wait()
 
     def _send_nccl(self, pairs: list[tuple[str, torch.Tensor]], size: int) -> None:
         from vllm.distributed.weight_transfer.nccl_common import stateless_init_process_group
