@@ -1,9 +1,10 @@
 """Weight transport through a collective: trainer rank 0 broadcasts each version to every engine worker.
 
 One process group for all engines: the trainer's sender is rank 0, engine replica e's workers are
-ranks 1 + e·W .. (W workers per engine; vLLM adds a worker's own rank to the offset). One broadcast
-then serves every replica: NCCL's ring and tree send the trainer's bytes out once, and a replica
-costs the trainer nothing more there; gloo's root still sends to each peer. The price: every engine
+ranks 1 + e·W .. (W workers per engine, 1 as flywheel starts engines; vLLM adds a worker's own rank
+to the offset). One broadcast then serves every replica: NCCL pipelines it along a ring or tree, so
+the trainer sends its bytes once and a replica costs it nothing more; gloo's root still sends to
+each peer. The price: every engine
 must receive every version (an engine that never does stalls the send until ``timeout_s``, and the
 error surfaces at the next publish).
 
