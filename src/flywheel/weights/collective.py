@@ -4,9 +4,8 @@ One process group for all engines: the trainer's sender is rank 0, engine replic
 ranks 1 + e·W .. (W workers per engine, 1 as flywheel starts engines; vLLM adds a worker's own rank
 to the offset). One broadcast then serves every replica: NCCL pipelines it along a ring or tree, so
 the trainer sends its bytes once and a replica costs it nothing more; gloo's root still sends to
-each peer. The price: every engine
-must receive every version (an engine that never does stalls the send until ``timeout_s``, and the
-error surfaces at the next publish).
+each peer. The price: every engine must receive every version (an engine that never does stalls the
+send until ``timeout_s``, and the error surfaces at the next publish).
 
 The group forms at the first publish: the trainer opens its rendezvous store at once and joins in
 a background thread; each engine joins when its first update arrives (vLLM's
