@@ -114,7 +114,7 @@ def train(config: Config, workers: Workers | None = None) -> Path:
     dropped and recomputed; with max_staleness = 0 the continued run equals the uninterrupted one.
     """
     own_workers, own_ray = workers is None, not ray.is_initialized()
-    workers = workers or Workers(start_engines(config), start_trainer(config, open_transport(config.weights)))
+    workers = workers or Workers(start_engines(config), start_trainer(config, open_transport(config.weights, config.rollout.engines)))
     try:
         return asyncio.run(_train(config, workers))
     finally:

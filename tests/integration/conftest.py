@@ -7,7 +7,7 @@ import ray
 
 from flywheel.cluster.workers import Workers, start_engines, start_trainer
 from flywheel.config import Config, load_config
-from flywheel.weights.file import FileTransport
+from flywheel.weights import open_transport
 
 
 @pytest.fixture(scope="session")
@@ -25,8 +25,9 @@ def shared_engine(config):
 
 
 @pytest.fixture
-def fresh_workers(shared_engine, tmp_path_factory):
-    """Factory: the session's engine with a new trainer (initial model) whose weights the engine loads.
+def fresh_workers(shared_engine):
+    """Factory: the session's engine with a new trainer (initial model, publishing through the config's
+    transport) whose weights the engine loads.
 
     One trainer lives at a time (Ray has a CPU for the engine and one for a trainer): making a new
     one retires the previous one.
@@ -40,7 +41,7 @@ def fresh_workers(shared_engine, tmp_path_factory):
 
     def make(config: Config) -> Workers:
         retire()
-        trainers.append(start_trainer(config, FileTransport(tmp_path_factory.mktemp("weights"))))
+        trainers.append(start_trainer(config, open_transport(config.weights, engines=1)))
         workers = Workers([shared_engine], trainers[-1])
         workers.sync_weights()
         return workers

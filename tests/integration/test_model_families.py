@@ -1,7 +1,8 @@
 """The families small open models come in (Qwen2, Qwen3 with q/k norms, Llama), with tied input and
 output embeddings as Qwen2.5 0.5B-3B, Qwen3 0.6B-4B and Llama 3.2 1B/3B have them: trainer and engine
 logprobs of engine-sampled tokens agree on the initial weights and after a training step's weights are
-synced (a stale output layer would fail the second check)."""
+synced (a stale output layer would fail the second check). Qwen2's weights travel through the collective
+transport (gloo; the tied tensor sent once, received under both names), the others' through a file."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from flywheel.algorithms.aggregation import token_mean
 from flywheel.cluster.workers import Workers, start_engines, start_trainer
 from flywheel.config import Config, ModelConfig, TrainerConfig
 from flywheel.types import Episode, TrainBatch, collate
+from flywheel.weights.collective import CollectiveTransport
+from flywheel.weights.config import CollectiveTransportConfig
 from flywheel.weights.file import FileTransport
 
 TOLERANCE = 1e-4  # mean |trainer - engine| logprob per sampled token, float32 on both sides
@@ -34,9 +37,10 @@ def mean_abs_diff(workers: Workers, batch: TrainBatch) -> float:
     return token_mean((asyncio.run(workers.trainer.logprobs(batch)) - batch.behaviour_logprobs).abs(), batch.loss_mask).item()
 
 
-@pytest.mark.parametrize("family", ["qwen2", "qwen3", "llama"])
-def test_tied_model_logprobs_agree_before_and_after_a_synced_step(family, shared_engine, tmp_path):
-    """A two-rank trainer group (FSDP2 shards the tied embedding once) trains a step; the engine loads it."""
+@pytest.mark.parametrize("family, transport", [("qwen2", "collective"), ("qwen3", "file"), ("llama", "file")])
+def test_tied_model_logprobs_agree_before_and_after_a_synced_step(family, transport, shared_engine, tmp_path):
+    """A two-rank trainer group (FSDP2 shards the tied embedding once) trains a step; rank 0 publishes
+    the gathered weights, the engine loads them."""
     path = save_causal_lm(tmp_path / "model", family=family, tied=True)
     state = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).state_dict()
     assert state["lm_head.weight"].data_ptr() == state["model.embed_tokens.weight"].data_ptr()  # both names, one storage
@@ -44,7 +48,10 @@ def test_tied_model_logprobs_agree_before_and_after_a_synced_step(family, shared
     prompts = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
     config = Config(model=ModelConfig(path=str(path)), trainer=TrainerConfig(ranks=2, threads=1, lr=1e-2, minibatches=1))
     torch.manual_seed(0)
-    workers = Workers(start_engines(config), start_trainer(config, FileTransport(tmp_path / "weights")))
+    publisher = (
+        CollectiveTransport(CollectiveTransportConfig(bucket_mb=0.5), engines=1) if transport == "collective" else FileTransport(tmp_path / "w")
+    )
+    workers = Workers(start_engines(config), start_trainer(config, publisher))
     try:
         before = sample(workers, prompts, seed=1)
         diff_before = mean_abs_diff(workers, before)

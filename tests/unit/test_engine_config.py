@@ -35,7 +35,8 @@ def test_sections_default_to_their_first_member_and_round_trip(tmp_path):
         (["engine.name=sglang"], "bad value for 'engine': engine.name must be one of: vllm"),
         (["rollout.kv_cache_gib=1"], "unknown key 'rollout.kv_cache_gib'"),
         (["weights.dir=/x"], "unknown key 'weights.dir' (known keys here: name, directory)"),
-        (["weights.name=nccl"], "bad value for 'weights': weights.name must be one of: file"),
+        (["weights.name=collective", "weights.bucket_mb=0"], "bad value for 'weights.bucket_mb': Input should be greater than 0 (got 0)"),
+        (["weights.name=nccl"], "bad value for 'weights': weights.name must be one of: file, collective"),
     ],
 )
 def test_bad_values_name_the_key(overrides, expected):
@@ -56,7 +57,7 @@ def test_cli_names_the_engine_key(tmp_path):
 
 def test_the_config_chooses_the_implementations(tmp_path):
     assert engine_class(VLLMConfig()) is VLLMEngine
-    transport = open_transport(FileTransportConfig(directory=str(tmp_path)))
+    transport = open_transport(FileTransportConfig(directory=str(tmp_path)), engines=1)
     assert isinstance(transport, FileTransport) and transport.directory.parent == tmp_path  # a folder of its own
 
 

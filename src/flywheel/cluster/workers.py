@@ -57,7 +57,7 @@ def start_engines(config: Config, cpus: float = 1.0) -> list[Engine]:
     _init_ray(config)
     count = config.rollout.engines
     actor = ray.remote(engine_class(config.engine)).options(num_cpus=cpus / count, num_gpus=_gpu_share() / count)
-    actors = [actor.remote(config) for _ in range(count)]
+    actors = [actor.remote(config, replica) for replica in range(count)]
     ray.get([a.__ray_ready__.remote() for a in actors])
     return [RemoteEngine(a) for a in actors]
 

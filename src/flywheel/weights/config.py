@@ -19,6 +19,39 @@ class FileTransportConfig(BaseModel):
         description="Where the trainer writes the weights (in a folder of its own, removed at the end): null for /dev/shm on one node, a shared filesystem path for engines on other nodes.",
     )
 
+    def engine_backend(self, cuda: bool) -> str:
+        """The vLLM weight-transfer backend the engines need for this transport."""
+        return "flywheel"
+
+
+class CollectiveTransportConfig(BaseModel):
+    """Trainer rank 0 broadcasts each version to every engine worker over one process group (weights/collective.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    implementation: ClassVar[str] = "flywheel.weights.collective:CollectiveTransport"
+
+    name: Literal["collective"] = Field(
+        "collective",
+        description="Weight transport: 'collective' (a broadcast from trainer rank 0 to every engine worker through vLLM's weight-transfer API).",
+    )
+    backend: Literal["auto", "nccl", "gloo"] = Field(
+        "auto",
+        description="Process-group backend: 'nccl' (GPU tensors, vLLM's own NCCL engine), 'gloo' (TCP, CPU tensors), 'auto' for nccl where CUDA is visible, else gloo.",
+    )
+    bucket_mb: float = Field(
+        256.0,
+        gt=0,
+        description="Tensors travel packed in buckets of at most this many MiB (a larger tensor travels alone); the receivers hold one bucket at a time.",
+    )
+    timeout_s: float = Field(600.0, gt=0, description="Seconds a join or a send waits for every engine worker before it fails.")
+
+    def resolved_backend(self, cuda: bool) -> Literal["nccl", "gloo"]:
+        return ("nccl" if cuda else "gloo") if self.backend == "auto" else self.backend
+
+    def engine_backend(self, cuda: bool) -> str:
+        """The vLLM weight-transfer backend the engines need: vLLM's 'nccl' engine, else flywheel's (gloo)."""
+        return "nccl" if self.resolved_backend(cuda) == "nccl" else "flywheel"
+
 
 def _name(value: Any) -> str | None:
     return value.get("name", "file") if isinstance(value, dict) else getattr(value, "name", None)
@@ -26,6 +59,6 @@ def _name(value: Any) -> str | None:
 
 #: One member per transport; a section without ``name`` is the first one.
 TransportConfig = Annotated[
-    Annotated[FileTransportConfig, Tag("file")],
-    Discriminator(_name, custom_error_type="unknown_transport", custom_error_message="weights.name must be one of: file"),
+    Annotated[FileTransportConfig, Tag("file")] | Annotated[CollectiveTransportConfig, Tag("collective")],
+    Discriminator(_name, custom_error_type="unknown_transport", custom_error_message="weights.name must be one of: file, collective"),
 ]

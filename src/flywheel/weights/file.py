@@ -30,7 +30,7 @@ class FileWeights(WeightUpdate):
 
     path: Path
 
-    def receive(self) -> Iterator[tuple[str, torch.Tensor]]:
+    def receive(self, link: None = None) -> Iterator[tuple[str, torch.Tensor]]:
         with safe_open(str(self.path), framework="pt") as f:
             for name in f.keys():  # noqa: SIM118 (a safetensors file, not a dict)
                 yield name, f.get_tensor(name)
@@ -45,9 +45,9 @@ class FileTransport:
     directory: Path
 
     @classmethod
-    def from_config(cls, config: FileTransportConfig) -> FileTransport:
+    def from_config(cls, config: FileTransportConfig, engines: int) -> FileTransport:
         """A transport in a new folder of its own under ``config.directory`` (default: /dev/shm when it
-        exists, else the system temporary directory)."""
+        exists, else the system temporary directory), read by any number of ``engines``."""
         root = Path(config.directory or ("/dev/shm" if Path("/dev/shm").is_dir() else tempfile.gettempdir()))
         return cls(root / f"flywheel-{os.getpid()}-{secrets.token_hex(4)}")
 

