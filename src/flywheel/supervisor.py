@@ -31,7 +31,7 @@ def supervise(config: Config, engines: list[Engine] | None = None, trainer_class
     restarts = 0
     try:
         while True:
-            workers = Workers(engines, start_trainer(config, open_transport(config.weights), trainer_class))
+            workers = Workers(engines, start_trainer(config, open_transport(config.weights, len(engines)), trainer_class))
             try:
                 return train(config, workers)
             except TrainerLost as lost:

@@ -122,7 +122,7 @@ def follow(config: Config) -> int:
     """Ranks 1..N-1: a Trainer that runs rank 0's calls until it closes the group; exit code 0."""
     comm = world()
     address = _when_all_arrive(comm).bcast(None, root=0)
-    trainer = Trainer(config, open_transport(config.weights), comm.Get_rank(), comm.Get_size(), address)
+    trainer = Trainer(config, open_transport(config.weights, config.rollout.engines), comm.Get_rank(), comm.Get_size(), address)
     while (call := _when_all_arrive(comm).scatter(None, root=0)) is not None:
         _when_all_arrive(comm).gather(_run(trainer, call), root=0)
     return 0
