@@ -20,19 +20,24 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return 2
+    from flywheel.cluster.workers import ClusterUnavailable
     from flywheel.controller import RunStopped
     from flywheel.controller import train as run_training
     from flywheel.rewards.pipeline import HackingStop
+    from flywheel.rollout.router import NoEngineLeft
     from flywheel.sandbox import SandboxUnavailable
 
     try:
         run_training(config)
-    except SandboxUnavailable as exc:  # the machine cannot give the isolation asked for: the user decides
+    except (SandboxUnavailable, ClusterUnavailable) as exc:  # the machine or cluster cannot give what was asked: the user decides
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return 2
     except (HackingStop, RunStopped) as exc:
         print(f"flywheel: stopped: {exc}", file=sys.stderr)
         return 3
+    except NoEngineLeft as exc:  # every engine replica died and none may restart
+        print(f"flywheel: failed: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
