@@ -1,0 +1,192 @@
+"""Several Ray nodes: a head and two worker nodes started on this machine with `ray start` (each its
+own raylet, CPUs and labels), the trainer on the head and one engine replica on each worker
+(cluster.placement disaggregated, label selectors), driven by the real CLI joining through
+cluster.address. One worker node is killed mid-run (its whole process tree, while its engine
+generates): its replica is restarted on the surviving worker node with the current weights, its
+requests resubmitted, every admitted prompt still ends exactly once and the run completes its steps.
+
+Only processes this test started are stopped, by PID (other Ray instances may share the machine).
+"""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RAY = Path(sys.executable).with_name("ray")
+STEPS = 30
+NODE_TIMEOUT_S = 120
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Node:
+    """One `ray start --block` process and the processes it starts (raylet, workers, their engines)."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.process = subprocess.Popen(
+            [str(RAY), "start", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1", *args],
+            env=env,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def tree(self) -> list[psutil.Process]:
+        try:
+            root = psutil.Process(self.process.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for p in self.tree():
+            try:
+                times = p.cpu_times()
+                total += times.user + times.system
+            except psutil.NoSuchProcess:
+                pass
+        return total
+
+    def kill(self) -> None:
+        """SIGKILL to every process of the node at once: the machine it stands for is gone."""
+        for p in self.tree():
+            try:
+                p.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                pass
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[tuple[str, list[Node], dict[str, str]]]:
+    """A head (2 CPUs, label flywheel-role=trainer) and two workers (2 CPUs each, flywheel-role=engine)."""
+    temp_dir = tempfile.mkdtemp(prefix="fwmn-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])),
+        RAY_AUTH_MODE="disabled",  # the test's own cluster, on this machine
+        RAY_USAGE_STATS_ENABLED="0",
+    )
+    address = f"127.0.0.1:{free_port()}"
+    head = Node(
+        [
+            "--head",
+            f"--port={address.split(':')[1]}",
+            "--num-cpus=2",
+            "--labels=flywheel-role=trainer",
+            f"--temp-dir={temp_dir}",
+            "--include-dashboard=false",
+        ],
+        env,
+        tmp_path / "head.log",
+    )
+    nodes = [head]
+    try:
+        wait_for(lambda: (Path(temp_dir) / "session_latest").exists(), NODE_TIMEOUT_S, "the head node did not start (head.log)")
+        nodes += [Node([f"--address={address}", "--num-cpus=2", "--labels=flywheel-role=engine"], env, tmp_path / f"worker{i}.log") for i in (1, 2)]
+        wait_for(lambda: alive_nodes(address, env) == 3, NODE_TIMEOUT_S, "the worker nodes did not join (worker*.log)")
+        yield address, nodes, env
+    finally:
+        for node in nodes:
+            node.kill()
+
+
+def alive_nodes(address: str, env: dict[str, str]) -> int:
+    probe = "import sys, ray; ray.init(address=sys.argv[1], logging_level='error'); print(sum(n['Alive'] for n in ray.nodes()))"
+    done = subprocess.run([sys.executable, "-c", probe, address], env=env, capture_output=True, text=True, timeout=120)
+    return int(done.stdout.split()[-1]) if done.returncode == 0 and done.stdout.strip() else 0
+
+
+def wait_for(condition, timeout_s: float, message: str, every_s: float = 1.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, message
+        time.sleep(every_s)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def kill_while_generating(node: Node, run_dir: Path, timeout_s: float = 300) -> None:
+    """Kills ``node`` once step 1 is done and its processes are busy (its engine is generating)."""
+    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 2, timeout_s, "the run did not finish step 1", every_s=0.2)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = node.cpu_seconds()
+        time.sleep(0.2)
+        if node.cpu_seconds() - before > 0.1:  # half a core: generation, not the raylet's heartbeats
+            break
+    node.kill()
+
+
+def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path):
+    address, [_, doomed, _], env = cluster
+    output = tmp_path / "runs"
+    overrides = [
+        f"cluster.address={address}",
+        "cluster.placement=disaggregated",
+        "cluster.trainer_labels={flywheel-role: trainer}",
+        "cluster.engine_labels={flywheel-role: engine}",
+        "rollout.engines=2",
+        "rollout.prompts_per_step=16",
+        f"run.steps={STEPS}",
+        "run.progress=false",
+        "run.dump_rollouts=true",
+        "run.checkpoint_every=1000",
+        "eval.every=1000",
+        "task.eval_size=64",
+        f"run.output_dir={output}",
+    ]
+    log = tmp_path / "driver.log"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "flywheel.cli", "train", str(REPO / "configs/quickstart.yaml"), *overrides],
+        env=env,
+        cwd=REPO,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(lambda: any(output.glob("*/metrics.jsonl")), 600, "the run did not start (driver.log)")
+        [run_dir] = output.iterdir()
+        kill_while_generating(doomed, run_dir)
+        assert driver.wait(timeout=900) == 0, log.read_text()[-3000:]
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    text = log.read_text()
+
+    rows = read_jsonl(run_dir / "rollouts.jsonl")
+    metrics = read_jsonl(run_dir / "metrics.jsonl")[1:]
+    assert [m["step"] for m in metrics] == list(range(1, STEPS + 1))
+    positions = sorted(row["position"] for row in rows)
+    assert positions == list(range(len(positions))), "an admitted prompt was lost or duplicated"
+    assert {row["fate"] for row in rows} <= {"trained", "pending"}
+    for row in rows:  # synchronous: every token carries the version the step trained on, on either replica
+        if row["fate"] == "trained":
+            assert set(sum(row["weight_versions"], [])) == {row["trainer_version"]}, row["position"]
+    died = re.search(r"engine replica (\d) died at weights version (\d+)", text)
+    back = re.search(r"engine replica (\d) is back, serving weights version (\d+)", text)
+    assert died and back and died[1] == back[1], text[-3000:]
+    assert int(back[2]) >= int(died[2]) >= 1
+    assert metrics[-1]["engines/restarts"] == 1 and metrics[-1]["engines/resubmitted"] >= 1
+    assert min(m["engines/live"] for m in metrics) == 1 and metrics[-1]["engines/live"] == 2
