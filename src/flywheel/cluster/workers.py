@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from flywheel.weights.base import WeightTransport, WeightUpdate
 if TYPE_CHECKING:
     from flywheel.trainer.group import TrainerGroup
 
+JOIN_TIMEOUT_S = 10
 ENGINE_START_TIMEOUT_S = 600  # a replacement replica not running by then (no node with room) is a failed restart
 
 
@@ -83,11 +85,19 @@ def _init_ray(config: Config) -> None:
         cpus = max(2, os.cpu_count() or 2, 1 + config.trainer.ranks)
         ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level="error")
         return
+    if address != "auto":  # Ray itself retries an address that does not answer for minutes
+        host, port = address.rsplit(":", 1)
+        try:
+            socket.create_connection((host, int(port)), timeout=JOIN_TIMEOUT_S).close()
+        except OSError as error:
+            raise ClusterUnavailable(
+                f"nothing answers at cluster.address {address!r} ({error.strerror or error}); start the head with `ray start --head` or fix the address"
+            ) from None
     try:
         ray.init(address=address, log_to_driver=False, logging_level="error")
     except (ConnectionError, RuntimeError) as error:
         raise ClusterUnavailable(
-            f"cannot join the Ray cluster at cluster.address {address!r} ({type(error).__name__}); check that its head is up (`ray status`) and reachable"
+            f"cannot join the Ray cluster at cluster.address {address!r} ({type(error).__name__}); check that its head is up (`ray status`)"
         ) from error
 
 
