@@ -13,16 +13,15 @@ Invariants: every admitted prompt ends as exactly one trained group or one count
 still pending when the run ends (a checkpoint records the pending prompts; a resume re-admits them
 first). A replica that dies has its requests resubmitted to another one and is restarted in the
 background (at most rollout.max_engine_restarts times a run), loading the latest weights before it
-takes requests. Prompt i of the stream
-always samples with the same seed, so a run with max_staleness = 0 is reproducible and resumable
-exactly. One bad episode never ends the run: an environment that raises or times out, or a
+takes requests. Prompt i of the stream always samples with the same seed, so a run with
+max_staleness = 0 is reproducible and resumable exactly. One bad episode never ends the run: an environment that raises or times out, or a
 non-finite reward, leaves that episode out of the advantages, counted, its first traceback of each
 kind in errors/; an alert fires when the step's share of such episodes passes
 rollout.invalid_alert_rate (and stops the run with rollout.stop_on_invalid). Failures of the loop
 itself (an engine gone for good, the admission task) are raised, never left to hang it.
 
-Shutdown order: progress bar, rollout tasks, replacement engines, metrics file, reward actors, trainer (removes its
-shared-memory weights), engines, then Ray if this loop started it.
+Shutdown order: progress bar, rollout tasks, replacement engines (restarted ones), metrics file,
+reward actors, trainer (removes its shared-memory weights), engines, then Ray if this loop started it.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ class TrainerGroup:
             raise RuntimeError(
                 f"trainer.ranks={n} needs {n} bundles of {bundles[0]} but Ray has {free.get('CPU', 0):g} CPUs and "
                 f"{free.get('GPU', 0):g} GPUs free"
-                + (f" (on nodes labelled {dict(labels)}, cluster.trainer_labels)" if labels else "")
+                + (f" in all, and only nodes matching cluster.trainer_labels {dict(labels)} qualify" if labels else "")
                 + "; lower trainer.ranks or give Ray more resources"
             ) from None
         on = lambda rank: PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)  # noqa: E731
