@@ -104,10 +104,9 @@ def cluster(tmp_path) -> Iterator[tuple[str, list[Node], dict[str, str]]]:
     )
     nodes = [head]
     try:
-        wait_for(lambda: (Path(temp_dir) / "session_latest").exists(), NODE_TIMEOUT_S, "the head node did not start (head.log)")
-        for i in (1, 2):
-            join(address, env, tmp_path / f"worker{i}", 1 + i, nodes)
-        yield address, nodes, env
+        wait_for(lambda: started(tmp_path / "head.log"), NODE_TIMEOUT_S, "the head node did not start (head.log)")
+        workers = [join(address, env, tmp_path / f"worker{i}", nodes) for i in (1, 2)]
+        yield address, [head, *workers], env
     finally:
         for node in nodes:
             node.kill()
@@ -118,26 +117,26 @@ def cluster(tmp_path) -> Iterator[tuple[str, list[Node], dict[str, str]]]:
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def join(address: str, env: dict[str, str], log: Path, expected: int, nodes: list[Node], attempts: int = 3) -> None:
-    """Starts a worker node (flywheel-role=engine, 2 CPUs) and waits until ``expected`` nodes are alive.
-    A loaded machine can make a raylet miss Ray's 30 s registration window: its `ray start` exits, and
-    the node is started again."""
+def join(address: str, env: dict[str, str], log: Path, nodes: list[Node], attempts: int = 3) -> Node:
+    """Starts a worker node (flywheel-role=engine, 2 CPUs), adds it to ``nodes`` (to be stopped) and
+    returns it once it has registered. A loaded machine can make a raylet miss Ray's 30 s registration
+    window: its `ray start` exits, and the node is started again."""
     for attempt in range(attempts):
-        node = Node([f"--address={address}", "--num-cpus=2", "--labels=flywheel-role=engine"], env, log.with_suffix(f".{attempt}.log"))
+        path = log.with_suffix(f".{attempt}.log")
+        node = Node([f"--address={address}", "--num-cpus=2", "--labels=flywheel-role=engine"], env, path)
         nodes.append(node)
         deadline = time.monotonic() + NODE_TIMEOUT_S
         while node.process.poll() is None and time.monotonic() < deadline:
-            if alive_nodes(address, env) >= expected:
-                return
+            if started(path):
+                return node
             time.sleep(1)
         node.kill()
     raise AssertionError(f"a worker node did not join in {attempts} attempts ({log}.*.log)")
 
 
-def alive_nodes(address: str, env: dict[str, str]) -> int:
-    probe = "import sys, ray; ray.init(address=sys.argv[1], logging_level='error'); print(sum(n['Alive'] for n in ray.nodes()))"
-    done = subprocess.run([sys.executable, "-c", probe, address], env=env, capture_output=True, text=True, timeout=120)
-    return int(done.stdout.split()[-1]) if done.returncode == 0 and done.stdout.strip() else 0
+def started(log: Path) -> bool:
+    """`ray start` prints this once its node has registered with the cluster."""
+    return log.exists() and "Ray runtime started." in log.read_text()
 
 
 def wait_for(condition, timeout_s: float, message: str, every_s: float = 1.0) -> None:
