@@ -228,6 +228,6 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
     back = re.search(r"engine replica (\d) is back, serving weights version (\d+)", text)
     assert died and back and died[1] == back[1], text[-3000:]
     assert int(back[2]) >= int(died[2]) >= 1
-    # a first replacement may land on the killed node before Ray has noticed it is gone: it fails and counts
-    assert metrics[-1]["engines/restarts"] >= 1 and metrics[-1]["engines/resubmitted"] >= 1
+    # one restart: a replacement placed on the killed node before Ray noticed is placed again, not counted
+    assert metrics[-1]["engines/restarts"] == 1 and metrics[-1]["engines/resubmitted"] >= 1
     assert metrics[-1]["engines/live"] == 2

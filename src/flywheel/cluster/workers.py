@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import ray
+from ray.exceptions import RayActorError
 
 from flywheel.config import Config
 from flywheel.engines import engine_class
@@ -126,22 +128,31 @@ def start_engines(config: Config, cpus: float = 1.0, avoid_nodes: list[str] = ()
 
 def engine_starter(config: Config, cpus: float = 1.0, avoid_nodes: list[str] = ()) -> EngineFactory:
     """Starts one more replica, placed and sized as ``start_engines`` places each (on any live node
-    that fits), and returns it once its engine runs."""
+    that fits), and returns it once its engine runs. A replica whose node dies before it ran (Ray may
+    place it on a node that just died and is not yet known dead) is placed again; one whose engine
+    fails to start raises."""
     actor = _engine_actor(config, cpus, list(avoid_nodes))
 
     async def start() -> Engine:
-        handle = actor.remote(config)
-        try:
-            await asyncio.wait_for(asyncio.ensure_future(handle.__ray_ready__.remote()), ENGINE_START_TIMEOUT_S)
-        except TimeoutError:
-            ray.kill(handle)
-            raise RuntimeError(
-                f"no replacement engine replica was running after {ENGINE_START_TIMEOUT_S} s: no live node matching cluster.engine_labels has room for one"
-            ) from None
-        except BaseException:
-            ray.kill(handle)
-            raise
-        return RemoteEngine(handle)
+        deadline = time.monotonic() + ENGINE_START_TIMEOUT_S
+        while True:
+            handle = actor.remote(config)
+            try:
+                await asyncio.wait_for(asyncio.ensure_future(handle.__ray_ready__.remote()), max(deadline - time.monotonic(), 1))
+                return RemoteEngine(handle)
+            except RayActorError as error:
+                ray.kill(handle)
+                if error.actor_init_failed or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(1.0)
+            except TimeoutError:
+                ray.kill(handle)
+                raise RuntimeError(
+                    f"no replacement engine replica was running after {ENGINE_START_TIMEOUT_S} s: no live node matching cluster.engine_labels has room for one"
+                ) from None
+            except BaseException:
+                ray.kill(handle)
+                raise
 
     return start
 
