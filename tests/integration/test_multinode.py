@@ -1,10 +1,11 @@
 """Several Ray nodes: a head and two worker nodes started on this machine with `ray start` (each its
 own raylet, CPUs and labels), the trainer on the head and one engine replica on each worker
 (cluster.placement disaggregated, label selectors), driven by the real CLI joining through
-cluster.address. One worker node is killed mid-run (its whole process tree, while its engine
-generates; the trainer is then held until the replica is back): its replica is restarted on the
-surviving worker node with the current weights, its requests resubmitted, every admitted prompt
-still ends exactly once and the run completes its steps.
+cluster.address. One worker node is killed mid-run (its whole process tree, while requests are in
+flight on its replica: its workers are frozen first, until the run stalls on them; the trainer is
+then held until the replica is back): its replica is restarted on the surviving worker node with
+the current weights, its requests resubmitted, every admitted prompt still ends exactly once and the
+run completes its steps.
 
 Only processes this test started are stopped, by PID (other Ray instances may share the machine).
 """
@@ -58,16 +59,6 @@ class Node:
             return [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
             return []
-
-    def cpu_seconds(self) -> float:
-        total = 0.0
-        for p in self.tree():
-            try:
-                times = p.cpu_times()
-                total += times.user + times.system
-            except psutil.NoSuchProcess:
-                pass
-        return total
 
     def kill(self) -> None:
         """SIGKILL to every process of the node at once: the machine it stands for is gone."""
@@ -150,25 +141,25 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def kill_while_generating(node: Node, run_dir: Path, timeout_s: float = 600) -> None:
-    """Kills ``node`` once step 1 is done and its processes are busy (its engine is generating)."""
-    wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 2, timeout_s, "the run did not finish step 1", every_s=0.2)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        before = node.cpu_seconds()
-        time.sleep(0.2)
-        if node.cpu_seconds() - before > 0.1:  # half a core: generation, not the raylet's heartbeats
-            break
-    node.kill()
-
-
-def trainer_processes(head: Node) -> list[psutil.Process]:
+def ray_workers(node: Node, name: str = "") -> list[psutil.Process]:
+    """The node's Ray worker processes (``ray::<actor class>``) whose title starts with ``ray::{name}``,
+    and what they started (vLLM's engine core)."""
     found = []
-    for process in head.tree():
+    for process in node.tree():
         with contextlib.suppress(psutil.Error):
-            if " ".join(process.cmdline()).startswith("ray::Trainer"):
-                found.append(process)
+            if " ".join(process.cmdline()).startswith(f"ray::{name}"):
+                found += [process, *process.children(recursive=True)]
     return found
+
+
+def wait_until_quiet(path: Path, quiet_s: float, timeout_s: float = 600) -> None:
+    """Waits until ``path`` has not grown for ``quiet_s`` seconds."""
+    deadline, size, since = time.monotonic() + timeout_s, -1, time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        assert time.monotonic() < deadline, f"{path} kept growing"
+        if path.stat().st_size != size:
+            size, since = path.stat().st_size, time.monotonic()
+        time.sleep(0.5)
 
 
 def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path):
@@ -200,15 +191,20 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
     try:
         wait_for(lambda: any(output.glob("*/metrics.jsonl")), 600, "the run did not start (driver.log)")
         [run_dir] = output.iterdir()
-        [trainer] = trainer_processes(head)
-        kill_while_generating(doomed, run_dir)
-        # The trainer stalls until the replacement is back, so the run cannot end before it rejoins
-        # however slow this machine starts an engine; the survivor meanwhile serves the resubmitted requests.
-        trainer.suspend()
+        trainer = ray_workers(head, "Trainer")
+        assert trainer, "no trainer process on the head node"
+        wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 2, 600, "the run did not finish step 1", every_s=0.2)
+        for process in ray_workers(doomed):  # its replica takes its share of the next step's requests and holds them
+            process.suspend()
+        wait_until_quiet(run_dir / "metrics.jsonl", quiet_s=30)  # a step cannot end without them: they are in flight
+        for process in trainer:  # held until the replacement is back, so that a slow start cannot outlast the run
+            process.suspend()
+        doomed.kill()
         try:
             wait_for(lambda: "is back, serving" in log.read_text(), 900, f"the killed replica was not restarted: {log.read_text()[-3000:]}")
         finally:
-            trainer.resume()
+            for process in trainer:
+                process.resume()
         assert driver.wait(timeout=900) == 0, log.read_text()[-3000:]
     finally:
         if driver.poll() is None:
