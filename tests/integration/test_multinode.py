@@ -2,8 +2,8 @@
 own raylet, CPUs and labels), the trainer on the head and one engine replica on each worker
 (cluster.placement disaggregated, label selectors), driven by the real CLI joining through
 cluster.address. One worker node is killed mid-run (its whole process tree, while requests are in
-flight on its replica: its workers are frozen first, until the run stalls on them; the trainer is
-then held until the replica is back): its replica is restarted on the surviving worker node with
+flight on its replica: its workers are frozen while generating, until the run stalls on them; the
+trainer is then held until the replica is back): its replica is restarted on the surviving worker node with
 the current weights, its requests resubmitted, every admitted prompt still ends exactly once and the
 run completes its steps.
 
@@ -152,6 +152,30 @@ def ray_workers(node: Node, name: str = "") -> list[psutil.Process]:
     return found
 
 
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def freeze_while_generating(node: Node, timeout_s: float = 600) -> None:
+    """SIGSTOPs the node's Ray workers (its replica, vLLM's engine core) once they have been busy for
+    0.6 s in a row: generating (a weight load takes a tenth of that here), so requests are in flight."""
+    deadline, busy = time.monotonic() + timeout_s, 0
+    while busy < 3:
+        assert time.monotonic() < deadline, "the doomed replica never generated"
+        workers = ray_workers(node)
+        before = cpu_seconds(workers)
+        time.sleep(0.2)
+        busy = busy + 1 if cpu_seconds(workers) - before > 0.04 else 0
+    for process in ray_workers(node):
+        with contextlib.suppress(psutil.Error):
+            process.suspend()
+
+
 def wait_until_quiet(path: Path, quiet_s: float, timeout_s: float = 600) -> None:
     """Waits until ``path`` has not grown for ``quiet_s`` seconds."""
     deadline, size, since = time.monotonic() + timeout_s, -1, time.monotonic()
@@ -171,7 +195,9 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
         "cluster.trainer_labels={flywheel-role: trainer}",
         "cluster.engine_labels={flywheel-role: engine}",
         "rollout.engines=2",
-        "rollout.prompts_per_step=16",
+        "rollout.prompts_per_step=8",
+        "rollout.temperature=4.0",  # near-uniform sampling rarely ends early: 128 tokens per completion keep the replicas generating
+        "rollout.max_new_tokens=128",
         f"run.steps={STEPS}",
         "run.progress=false",
         "run.dump_rollouts=true",
@@ -194,9 +220,8 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
         trainer = ray_workers(head, "Trainer")
         assert trainer, "no trainer process on the head node"
         wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 2, 600, "the run did not finish step 1", every_s=0.2)
-        for process in ray_workers(doomed):  # its replica takes its share of the next step's requests and holds them
-            process.suspend()
-        wait_until_quiet(run_dir / "metrics.jsonl", quiet_s=30)  # a step cannot end without them: they are in flight
+        freeze_while_generating(doomed)
+        wait_until_quiet(run_dir / "metrics.jsonl", quiet_s=30)  # the step cannot end without its requests
         for process in trainer:  # held until the replacement is back, so that a slow start cannot outlast the run
             process.suspend()
         doomed.kill()

@@ -13,6 +13,7 @@ import asyncio
 import os
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -116,7 +117,7 @@ def _engine_actor(config: Config, cpus: float, avoid_nodes: list[str]):
     )
 
 
-def start_engines(config: Config, cpus: float = 1.0, avoid_nodes: list[str] = ()) -> list[Engine]:
+def start_engines(config: Config, cpus: float = 1.0, avoid_nodes: Sequence[str] = ()) -> list[Engine]:
     """Starts Ray if needed, then ``rollout.engines`` actors of the configured engine (``engine.name``)
     sharing ``cpus`` CPUs (and, colocated, half a GPU if there is one)."""
     _init_ray(config)
@@ -126,7 +127,7 @@ def start_engines(config: Config, cpus: float = 1.0, avoid_nodes: list[str] = ()
     return [RemoteEngine(a) for a in actors]
 
 
-def engine_starter(config: Config, cpus: float = 1.0, avoid_nodes: list[str] = ()) -> EngineFactory:
+def engine_starter(config: Config, cpus: float = 1.0, avoid_nodes: Sequence[str] = ()) -> EngineFactory:
     """Starts one more replica, placed and sized as ``start_engines`` places each (on any live node
     that fits), and returns it once its engine runs. A replica whose node dies before it ran (Ray may
     place it on a node that just died and is not yet known dead) is placed again; one whose engine
