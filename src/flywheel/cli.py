@@ -3,7 +3,7 @@
 Exit codes: 0 the run finished; 2 a config error or a machine that cannot give what the config asks
 (one sentence, nothing started); 3 an alert stopped the run (its config asked for that); 4 a trainer
 rank died (with run.supervise: past run.max_restarts, or before the first checkpoint); the message
-names the checkpoint to resume from. Started by ``mpirun -np N``, every process runs this command:
+names the checkpoint to resume from; 1 every engine replica died and none may restart. Started by ``mpirun -np N``, every process runs this command:
 rank 0 the run, the others its trainer ranks (``cluster/mpi.py``); a nonzero code aborts the job.
 """
 
@@ -14,7 +14,7 @@ import sys
 
 from flywheel.config import Config, ConfigError, load_config
 
-EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST = 2, 3, 4
+EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST = 1, 2, 3, 4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,14 +36,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(config: Config) -> int:
     """Runs the training ``config`` asks for; its exit code, a stop or error told in one sentence."""
+    from flywheel.cluster.workers import ClusterUnavailable
     from flywheel.controller import RunStopped, TrainerLost, train
     from flywheel.rewards.pipeline import HackingStop
+    from flywheel.rollout.router import NoEngineLeft
     from flywheel.sandbox import SandboxUnavailable
     from flywheel.supervisor import supervise
 
     try:
         supervise(config) if config.run.supervise else train(config)
-    except SandboxUnavailable as exc:  # the machine cannot give the isolation asked for: the user decides
+    except (SandboxUnavailable, ClusterUnavailable) as exc:  # the machine or cluster cannot give what was asked: the user decides
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except (HackingStop, RunStopped) as exc:
@@ -52,6 +54,9 @@ def run(config: Config) -> int:
     except TrainerLost as exc:
         print(f"flywheel: stopped: {exc}", file=sys.stderr)
         return EXIT_TRAINER_LOST
+    except NoEngineLeft as exc:  # every engine replica died and none may restart
+        print(f"flywheel: failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     return 0
 
 

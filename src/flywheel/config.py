@@ -7,6 +7,7 @@ names the key; the resolved config is written into the run directory.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -63,6 +64,12 @@ class RolloutConfig(Section):
     )
     invalid_alert_rate: float = Field(0.2, ge=0, le=1, description="Alert when a step's share of invalid episodes exceeds this.")
     stop_on_invalid: bool = Field(False, description="Stop the run at the first invalid-episode alert.")
+    max_engine_restarts: int = Field(
+        3,
+        ge=0,
+        description="Engine replicas started in place of dead ones, at most, in one run (0: a dead replica stays dead). A replacement loads the "
+        "latest weights before it takes requests; when every replica is dead and none may restart, the run ends.",
+    )
 
 
 class LoraConfig(Section):
@@ -199,6 +206,39 @@ class RewardConfig(Section):
         return self
 
 
+class ClusterConfig(Section):
+    address: str | None = Field(
+        None,
+        description="The Ray cluster to run on: null starts a local one-node Ray; 'auto' joins the cluster `ray start` started on this machine; "
+        "'host:port' joins the cluster whose head listens there (with Ray's token authentication on, set RAY_AUTH_MODE=token).",
+    )
+    placement: Literal["colocated", "disaggregated"] = Field(
+        "colocated",
+        description="colocated: engines and trainer ranks share nodes (and a GPU, half each, where there are GPUs); disaggregated: engines never "
+        "run on a trainer rank's node, and each engine replica and trainer rank takes a whole GPU where there are GPUs.",
+    )
+    trainer_labels: dict[str, str] = Field(
+        {},
+        description="Ray label selector the trainer ranks' nodes must match, e.g. {flywheel-role: trainer} for nodes started with "
+        "`ray start --labels flywheel-role=trainer` (values: v, !v, in(a,b), !in(a,b)); {}: any node.",
+    )
+    engine_labels: dict[str, str] = Field(
+        {}, description="Ray label selector the engine replicas' nodes must match (as trainer_labels); {}: any node."
+    )
+
+    @model_validator(mode="after")
+    def _joins_to_place(self) -> ClusterConfig:
+        if self.address is not None and self.address != "auto" and not re.fullmatch(r"[^\s:/]+:\d{1,5}", self.address):
+            raise ValueError(f"cluster.address must be null (a local Ray), 'auto' or the head node's host:port (got {self.address!r})")
+        if self.address is None:
+            if self.placement == "disaggregated":
+                raise ValueError("cluster.placement 'disaggregated' needs several nodes: set cluster.address to join a Ray cluster")
+            for key in ("trainer_labels", "engine_labels"):
+                if getattr(self, key):
+                    raise ValueError(f"cluster.{key} needs cluster.address: the node of a local Ray has no labels to select")
+        return self
+
+
 class Config(Section):
     model: ModelConfig = ModelConfig()
     task: TaskConfig = TaskConfig()
@@ -213,6 +253,7 @@ class Config(Section):
     eval: EvalConfig = EvalConfig()
     reward: RewardConfig = RewardConfig()
     run: RunConfig = RunConfig()
+    cluster: ClusterConfig = ClusterConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:

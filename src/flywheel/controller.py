@@ -11,17 +11,18 @@ synchronous when rollout.max_staleness = 0.
 
 Invariants: every admitted prompt ends as exactly one trained group or one counted drop, or is
 still pending when the run ends (a checkpoint records the pending prompts; a resume re-admits them
-first). A replica that dies has its requests resubmitted to another one. Prompt i of the stream
-always samples with the same seed, so a run with max_staleness = 0 is reproducible and resumable
-exactly. One bad episode never ends the run: an environment that raises or times out, or a
+first). A replica that dies has its requests resubmitted to another one and is restarted in the
+background (at most rollout.max_engine_restarts times a run), loading the latest weights before it
+takes requests. Prompt i of the stream always samples with the same seed, so a run with
+max_staleness = 0 is reproducible and resumable exactly. One bad episode never ends the run: an environment that raises or times out, or a
 non-finite reward, leaves that episode out of the advantages, counted, its first traceback of each
 kind in errors/; an alert fires when the step's share of such episodes passes
 rollout.invalid_alert_rate (and stops the run with rollout.stop_on_invalid). Failures of the loop
 itself (an engine gone for good, the admission task) are raised, never left to hang it; a trainer
 rank that dies ends the run with TrainerLost, naming the checkpoint to resume from.
 
-Shutdown order: progress bar, rollout tasks, metrics file, reward actors, trainer (removes its
-shared-memory weights), engines, then Ray if this loop started it.
+Shutdown order: progress bar, rollout tasks, replacement engines (restarted ones), metrics file,
+reward actors, trainer (removes its shared-memory weights), engines, then Ray if this loop started it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from transformers import AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
-from flywheel.cluster.workers import Workers, start_engines, start_trainer
+from flywheel.cluster.workers import Workers, start_workers
 from flywheel.config import Config
 from flywheel.envs.registry import env_factory
 from flywheel.eval.heldout import eval_metrics
@@ -114,7 +115,7 @@ def train(config: Config, workers: Workers | None = None) -> Path:
     dropped and recomputed; with max_staleness = 0 the continued run equals the uninterrupted one.
     """
     own_workers, own_ray = workers is None, not ray.is_initialized()
-    workers = workers or Workers(start_engines(config), start_trainer(config, open_transport(config.weights, config.rollout.engines)))
+    workers = workers or start_workers(config, open_transport(config.weights, config.rollout.engines))
     try:
         return asyncio.run(_train(config, workers))
     finally:
@@ -140,7 +141,8 @@ async def _train(config: Config, workers: Workers) -> Path:
     step = first_step = state["step"] + 1  # the step under way, named if a trainer rank dies
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     tasks, algorithm = load_tasks(config), make_algorithm(config.algorithm)
-    trainer, router = workers.trainer, EngineRouter(workers.engines)
+    trainer = workers.trainer
+    router = EngineRouter(workers.engines, workers.restart_engine, config.rollout.max_engine_restarts)
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
     pipeline, stop_reward_actors = reward_pipeline(config, env_guards, workers.engines[0])
     log = MetricsLog(run_dir / "metrics.jsonl")
@@ -157,6 +159,7 @@ async def _train(config: Config, workers: Workers) -> Path:
         await load_everywhere(router, stream, update)
         version = update.version
         with RunProgress(config.run.steps, config.run.progress) as progress:
+            router.log = progress.log  # restarts of engine replicas
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
             if checkpoint is None:
                 row = {"step": 0, "weights/version": version, **await eval_metrics(router, tokenizer, tasks, config)}
@@ -195,7 +198,7 @@ async def _train(config: Config, workers: Workers) -> Path:
                 }
                 episodes = [e for g in groups for e in g.episodes]
                 row = step_metrics(step, episodes, seconds, generated, version) | rollout_metrics | train_metrics
-                row |= {"engines/live": router.live_count, "engines/resubmitted": router.resubmitted}
+                row |= {"engines/live": router.live_count, "engines/resubmitted": router.resubmitted, "engines/restarts": router.restarts}
                 if train_metrics["train/nonfinite_skipped"]:
                     progress.log(
                         f"step {step:4d}  non-finite loss or gradient: {train_metrics['train/nonfinite_skipped']:.0%} of the optimiser steps skipped"
@@ -221,6 +224,7 @@ async def _train(config: Config, workers: Workers) -> Path:
             await asyncio.gather(loading, return_exceptions=True)
         leftover = stream.pending()
         await stream.stop()
+        await router.close()
         for position in leftover:
             dump(Group(position, []), "pending", version)
         log.close()

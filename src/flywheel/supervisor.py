@@ -15,7 +15,7 @@ from pathlib import Path
 
 import ray
 
-from flywheel.cluster.workers import Workers, start_engines, start_trainer
+from flywheel.cluster.workers import Workers, replacements, start_engines, start_trainer
 from flywheel.config import Config
 from flywheel.controller import TrainerLost, train
 from flywheel.engines.base import Engine
@@ -31,7 +31,7 @@ def supervise(config: Config, engines: list[Engine] | None = None, trainer_class
     restarts = 0
     try:
         while True:
-            workers = Workers(engines, start_trainer(config, open_transport(config.weights, len(engines)), trainer_class))
+            workers = Workers(engines, start_trainer(config, open_transport(config.weights, len(engines)), trainer_class), replacements(config))
             try:
                 return train(config, workers)
             except TrainerLost as lost:

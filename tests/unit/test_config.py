@@ -1,10 +1,12 @@
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from flywheel.cluster.workers import ClusterUnavailable, start_workers
 from flywheel.config import ConfigError, dump_config, load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +41,11 @@ def test_quickstart_loads_and_round_trips(tmp_path):
         (["run.max_restarts=5"], "run.max_restarts does nothing while run.supervise is false; set run.supervise=true"),
         (["run.supervise=true", "run.max_restarts=-1"], "bad value for 'run.max_restarts'"),
         (["trainer.lora.rank=8", "trainer.lora.target_modules=[]"], "bad value for 'trainer.lora.target_modules'"),
+        (["rollout.max_engine_restarts=-1"], "bad value for 'rollout.max_engine_restarts'"),
+        (["cluster.address=head-node"], "cluster.address must be null (a local Ray), 'auto' or the head node's host:port (got 'head-node')"),
+        (["cluster.placement=disaggregated"], "cluster.placement 'disaggregated' needs several nodes: set cluster.address"),
+        (["cluster.engine_labels={gpu: h100}"], "cluster.engine_labels needs cluster.address"),
+        (["cluster.placement=spread"], "bad value for 'cluster.placement'"),
         (["lr"], "override 'lr' is not of the form section.key=value"),
         (["model.path=nowhere"], "model.path 'nowhere' is not a Hugging Face model directory"),
     ],
@@ -74,6 +81,15 @@ def test_cli_bad_input_is_one_sentence_and_exit_2(tmp_path, setup, args, expecte
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_unreachable_cluster_is_one_sentence_before_ray_starts():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = load_config(REPO / "configs/quickstart.yaml", [f"cluster.address=127.0.0.1:{port}"])
+    with pytest.raises(ClusterUnavailable, match=rf"^nothing answers at cluster.address '127.0.0.1:{port}' \(Connection refused\); start the head"):
+        start_workers(config, transport=None)
 
 
 def test_algorithm_name_chooses_its_config_and_explicit_keys_win():

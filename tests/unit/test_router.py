@@ -1,8 +1,14 @@
-"""EngineRouter's choice of replica: least outstanding work, sticky keys, dead replicas skipped."""
+"""EngineRouter's choice of replica (least outstanding work, sticky keys, dead replicas skipped) and
+its restarts (replacement loads the latest weights first; requests wait while all are dead; a bound)."""
+
+import asyncio
+from dataclasses import dataclass
 
 import pytest
 
+from flywheel.engines.base import EngineDied
 from flywheel.rollout.router import EngineRouter, NoEngineLeft
+from flywheel.weights.base import WeightUpdate
 
 
 def test_least_outstanding_then_lowest_index():
@@ -30,3 +36,96 @@ def test_no_live_replica_is_one_clear_error():
     router.mark_dead(0)
     with pytest.raises(NoEngineLeft, match="every engine replica has died"):
         router.pick()
+
+
+class Replica:
+    """An engine stand-in for the router's logic: records the versions it loads, dies on request."""
+
+    def __init__(self, name: str, version: int = 0) -> None:
+        self.name, self.version, self.dead, self.stopped = name, version, False, False
+        self.dying = asyncio.Event()  # set: requests in flight fail with EngineDied
+
+    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None):
+        if self.dead:
+            raise EngineDied(self.name)
+        await asyncio.wait([asyncio.ensure_future(self.dying.wait())], timeout=0.01)
+        if self.dying.is_set():
+            self.dead = True
+            raise EngineDied(self.name)
+        return [[(self.name, self.version, seed)]]
+
+    async def load_weights(self, update):
+        if self.dead:
+            raise EngineDied(self.name)
+        await asyncio.sleep(0.01)
+        self.version = update.version
+        return 0.0
+
+    def shutdown(self) -> None:
+        self.dead = self.stopped = True
+
+
+@dataclass(frozen=True)
+class Version(WeightUpdate):
+    def receive(self):
+        return iter(())
+
+
+def starter(made: list[Replica], fail_first: int = 0):
+    async def start() -> Replica:
+        await asyncio.sleep(0.05)  # a replacement takes a while to start
+        if len(made) < fail_first:
+            made.append(None)
+            raise RuntimeError("engine init failed")
+        made.append(Replica(f"new{len(made)}"))
+        return made[-1]
+
+    return start
+
+
+def test_a_dead_replica_is_replaced_with_the_latest_weights_and_its_request_resubmitted():
+    async def run():
+        a, b, made = Replica("a"), Replica("b"), []
+        router = EngineRouter([a, b], starter(made), max_restarts=2)
+        await router.load_weights(Version(4))
+        router.outstanding = [0, 1]  # the request goes to a
+        request = asyncio.create_task(router.generate([[1]], 1, 1.0, 4, seed=7))
+        await asyncio.sleep(0)
+        a.dying.set()
+        assert await request == [[("b", 4, 7)]]  # resubmitted to b, same seed
+        assert (router.live_count, router.restarts, router.resubmitted) == (1, 1, 1)
+        await router.load_weights(Version(5))  # published while the replacement starts
+        while router.live_count < 2:
+            await asyncio.sleep(0.01)
+        assert router.engines[0] is made[0] and made[0].version == 5
+        assert a.stopped  # what was left of it was shut down
+        await router.close()
+        assert made[0].stopped and not b.stopped  # the router stops the replacements it started
+
+    asyncio.run(run())
+
+
+def test_requests_wait_for_a_restart_while_every_replica_is_dead():
+    async def run():
+        a, made = Replica("a"), []
+        router = EngineRouter([a], starter(made, fail_first=1), max_restarts=2)
+        await router.load_weights(Version(3))
+        a.dying.set()
+        assert await router.generate([[1]], 1, 1.0, 4, seed=0) == [[("new1", 3, 0)]]  # the first restart failed, the second served
+        assert router.restarts == 2 and made[0] is None
+
+    asyncio.run(run())
+
+
+def test_when_restarts_are_spent_a_dead_run_is_one_clear_error():
+    async def run():
+        a, b, made = Replica("a"), Replica("b"), []
+        router = EngineRouter([a, b], starter(made), max_restarts=1)
+        a.dying.set()
+        b.dying.set()
+        with pytest.raises(NoEngineLeft, match=r"the 1 restarts allowed by rollout.max_engine_restarts are spent"):
+            while True:  # the replacement of a serves until it dies too
+                await router.generate([[1]], 1, 1.0, 4, seed=0)
+                made[0].dying.set()
+
+    asyncio.run(run())

@@ -17,7 +17,7 @@ import asyncio
 
 import ray
 import torch
-from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from flywheel.config import Config
@@ -54,7 +54,8 @@ class TrainerGroup:
         """Places ``trainer.ranks`` ranks (one CPU and ``gpus_per_rank`` GPU each), waits until all joined."""
         n = config.trainer.ranks
         bundles = [{"CPU": 1, "GPU": gpus_per_rank} if gpus_per_rank else {"CPU": 1} for _ in range(n)]
-        group = placement_group(bundles, strategy="PACK")
+        labels = config.cluster.trainer_labels
+        group = placement_group(bundles, strategy="PACK", bundle_label_selector=[dict(labels)] * n if labels else None)
         try:
             ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
@@ -62,7 +63,9 @@ class TrainerGroup:
             free = ray.available_resources()
             raise RuntimeError(
                 f"trainer.ranks={n} needs {n} bundles of {bundles[0]} but Ray has {free.get('CPU', 0):g} CPUs and "
-                f"{free.get('GPU', 0):g} GPUs free; lower trainer.ranks or give Ray more resources"
+                f"{free.get('GPU', 0):g} GPUs free"
+                + (f" in all, and only nodes matching cluster.trainer_labels {dict(labels)} qualify" if labels else "")
+                + "; lower trainer.ranks or give Ray more resources"
             ) from None
         on = lambda rank: PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)  # noqa: E731
         address = ray.get(ray.remote(_rendezvous).options(num_cpus=0, scheduling_strategy=on(0)).remote())
@@ -123,6 +126,10 @@ class TrainerGroup:
 
     async def restore(self, directory: str) -> int:
         return (await self._all("restore", [directory] * self.ranks))[0]
+
+    def node_ids(self) -> list[str]:
+        """The Ray node IDs the ranks run on."""
+        return sorted(set(placement_group_table(self._placement)["bundles_to_node_id"].values()))
 
     def shutdown(self) -> None:
         """Removes the published weights (here, if rank 0 is dead or stuck), then kills the ranks

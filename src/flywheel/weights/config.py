@@ -12,6 +12,7 @@ class FileTransportConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     implementation: ClassVar[str] = "flywheel.weights.file:FileTransport"
+    engines_can_rejoin: ClassVar[bool] = True  # a replacement replica reads the latest file
 
     name: Literal["file"] = Field("file", description="Weight transport: 'file' (safetensors in a directory every engine can read).")
     directory: str | None = Field(
@@ -29,6 +30,7 @@ class CollectiveTransportConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     implementation: ClassVar[str] = "flywheel.weights.collective:CollectiveTransport"
+    engines_can_rejoin: ClassVar[bool] = False  # the group is fixed when it forms: a dead replica is not replaced
 
     name: Literal["collective"] = Field(
         "collective",
