@@ -53,7 +53,7 @@ class TaskConfig(Section):
 class RolloutConfig(Section):
     prompts_per_step: int = Field(64, ge=1, description="Distinct prompts sampled per training step.")
     group_size: int = Field(8, ge=2, description="Completions sampled per prompt (the GRPO group).")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature of training rollouts.")
+    temperature: float = Field(1.0, gt=0, le=2, description="Sampling temperature of training rollouts (vLLM accepts at most 2).")
     max_new_tokens: int = Field(8, ge=1, description="Completion length limit in tokens.")
     engines: int = Field(1, ge=1, description="Engine replicas behind the router (least outstanding work first).")
     max_staleness: int = Field(
@@ -122,7 +122,7 @@ class TrainerConfig(Section):
 
 class EvalConfig(Section):
     every: int = Field(20, ge=1, description="Evaluate on the held-out split every N steps (and at step 0).")
-    temperature: float = Field(1.0, ge=0, description="Sampling temperature of eval/accuracy (one sample per problem).")
+    temperature: float = Field(1.0, ge=0, le=2, description="Sampling temperature of eval/accuracy (one sample per problem; vLLM accepts at most 2).")
     greedy: bool = Field(True, description="Also report eval/greedy_accuracy (temperature 0).")
 
 

@@ -26,6 +26,7 @@ def test_quickstart_loads_and_round_trips(tmp_path):
         (["trainer.lrr=1"], "unknown key 'trainer.lrr'"),
         (["trainer.lr=fast"], "bad value for 'trainer.lr'"),
         (["rollout.group_size=1"], "bad value for 'rollout.group_size'"),
+        (["rollout.temperature=3"], "bad value for 'rollout.temperature': Input should be less than or equal to 2"),
         (["algorithm.name=ppo2"], "unknown algorithm.name 'ppo2': use one of grpo, dr_grpo, dapo"),
         (["algorithm.clip_low=null"], "bad value for 'algorithm.clip_low'"),
         (["algorithm.dynamic_sampling=true"], "'algorithm.dynamic_sampling' is not a setting of algorithm 'grpo' (its keys:"),
