@@ -108,6 +108,11 @@ class MPITrainerGroup(TrainerGroup):
                 raise result
         return results
 
+    def node_ids(self) -> list[str]:
+        """The Ray node of rank 0 (the driver's): the other MPI ranks' nodes need not be Ray nodes at all,
+        so under disaggregated placement keep engines off them with cluster.engine_labels."""
+        return [ray.get_runtime_context().get_node_id()]
+
     def shutdown(self) -> None:
         """After any call in flight, removes the published weights, then releases the followers (they
         return from ``follow``)."""

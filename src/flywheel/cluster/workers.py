@@ -174,9 +174,9 @@ def start_trainer(config: Config, transport: WeightTransport, trainer_class: typ
     from flywheel.trainer.group import TrainerGroup
     from flywheel.trainer.trainer import Trainer
 
+    _init_ray(config)  # under mpirun too: rank 0 is the run's Ray driver
     if launched_by_mpi():
         return MPITrainerGroup.start(config, transport, trainer_class or Trainer)
-    _init_ray(config)
     shared = config.trainer.ranks == 1 and config.cluster.placement == "colocated"
     gpus = _has_gpus() * (0.5 if shared else 1.0)
     return TrainerGroup.start(config, transport, gpus, trainer_class or Trainer)
