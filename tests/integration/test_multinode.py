@@ -4,8 +4,11 @@ own raylet, CPUs and labels), the trainer on the head and one engine replica on 
 cluster.address. One worker node is killed mid-run (its whole process tree, while requests are in
 flight on its replica: its workers are frozen while generating, until the run stalls on them; the
 trainer is then held until the replica is back): its replica is restarted on the surviving worker node with
-the current weights, its requests resubmitted, every admitted prompt still ends exactly once and the
-run completes its steps.
+the current weights, every admitted prompt still ends exactly once and the run completes its steps.
+
+Whether requests are in flight at the kill is not guaranteed: busy CPU may be a weight load, which has
+none (a CI run resubmitted 0, local runs 4). Resubmission of a dead replica's requests is asserted by
+test_async.py (a replica dying mid-request) and tests/unit/test_router.py.
 
 Only processes this test started are stopped, by PID (other Ray instances may share the machine).
 """
@@ -255,5 +258,5 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
     assert died and back and died[1] == back[1], text[-3000:]
     assert int(back[2]) >= int(died[2]) >= 1
     # one restart: a replacement placed on the killed node before Ray noticed is placed again, not counted
-    assert metrics[-1]["engines/restarts"] == 1 and metrics[-1]["engines/resubmitted"] >= 1
+    assert metrics[-1]["engines/restarts"] == 1
     assert metrics[-1]["engines/live"] == 2

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.cluster.workers import ClusterUnavailable, start_workers
 from flywheel.config import ConfigError, dump_config, load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,13 +83,16 @@ def test_cli_bad_input_is_one_sentence_and_exit_2(tmp_path, setup, args, expecte
     assert not (tmp_path / "runs").exists()
 
 
-def test_an_unreachable_cluster_is_one_sentence_before_ray_starts():
+def test_an_unreachable_cluster_is_one_sentence_before_ray_starts(tmp_path):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    config = load_config(REPO / "configs/quickstart.yaml", [f"cluster.address=127.0.0.1:{port}"])
-    with pytest.raises(ClusterUnavailable, match=rf"^nothing answers at cluster.address '127.0.0.1:{port}' \(Connection refused\); start the head"):
-        start_workers(config, transport=None)
+    (tmp_path / "assets").symlink_to(REPO / "assets")
+    # through the CLI, in a process of its own: this one may hold a Ray session already (the integration tests')
+    result = _cli(str(REPO / "configs/quickstart.yaml"), f"cluster.address=127.0.0.1:{port}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"flywheel: error: nothing answers at cluster.address '127.0.0.1:{port}' (Connection refused); start the head")
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
 
 
 def test_algorithm_name_chooses_its_config_and_explicit_keys_win():
