@@ -16,6 +16,7 @@ import torch
 from flywheel.algorithms import make_algorithm
 from flywheel.cluster.workers import start_trainer
 from flywheel.config import load_config
+from flywheel.trainer.group import deal_rows
 from flywheel.trainer.trainer import Trainer
 from flywheel.types import TrainBatch
 from flywheel.weights.file import FileTransport
@@ -132,14 +133,26 @@ def test_packed_equals_padded_and_one_micro_batch_equals_four(groups):
     assert_same(grads_packed, grads_cut)
 
 
-def test_an_on_policy_step_skips_the_proximal_forward_and_equals_the_two_pass_step(groups):
-    batch = ragged_batch()
-    skipped, grads_skipped, forwards_skipped = step(groups[2], batch)
-    two_pass, grads_two_pass, forwards_two_pass = step(groups[2], batch, max_staleness=1)
-    assert (forwards_skipped, forwards_two_pass) == (1, 2)  # one micro-batch per rank
-    assert skipped == two_pass
-    for name in grads_skipped:
-        assert torch.equal(grads_skipped[name], grads_two_pass[name]), name
+def test_the_first_minibatch_takes_its_proximal_logprobs_from_its_training_forward(groups):
+    """Two minibatches, A then B, and then B then A (the probe applies no optimiser step, so the weights
+    never change): B's gradients are the same, bit for bit, whether its proximal logprobs came from a
+    no-grad pass (second) or from its own training forward (first). Only the second minibatch costs a
+    pass: 3 forwards per rank, one micro-batch each. One minibatch costs none, stale or not."""
+    group, batch = groups[2], ragged_batch()
+    half = len(batch) // 2
+    swapped = batch.select(list(range(half, len(batch))) + list(range(half)))
+    runs = []
+    for rows in (batch, swapped):
+        ray.get([actor.configure.remote(max_staleness=1) for actor in group.actors])
+        parts = [[rows.select(r) for r in minibatches] for minibatches in deal_rows(len(rows), 2, group.ranks)]
+        ray.get([actor.train_step.remote(mine) for actor, mine in zip(group.actors, parts)])
+        runs.append(ray.get(group.actors[0].probe.remote()))
+    (grads_ab, forwards_ab), (grads_ba, forwards_ba) = runs
+    assert forwards_ab == forwards_ba == 3
+    for name in grads_ab[1]:
+        assert torch.equal(grads_ab[1][name], grads_ba[0][name]), name
+    _, _, forwards_one = step(group, batch, max_staleness=1)
+    assert forwards_one == 1
 
 
 def test_a_real_step_gives_the_same_parameters_on_one_and_two_ranks(groups):

@@ -11,7 +11,7 @@ does not depend on how it was cut:
 
     forward_backward(micro, totals)  accumulates gradients of a micro-batch's share of the step's loss
     optim_step()                     clips, applies (or skips when non-finite), zeroes gradients
-    train_step(parts)                proximal logprobs (skipped when exactly on-policy), then per
+    train_step(parts)                proximal logprobs of the minibatches after the first, then per
                                      minibatch: forward_backward per micro-batch + optim_step
 """
 
@@ -126,20 +126,18 @@ class Trainer:
         """One training step: an optimiser step per minibatch, of which ``parts`` are this rank's
         rows; version += 1. The same metrics come back on every rank.
 
-        The proximal (old-policy) logprobs of the PPO ratio are the trainer's, not the engine's: when
-        the step is exactly on-policy (one optimiser step, rollout.max_staleness 0) they are the
-        current logprobs, taken from the training forward itself; otherwise one no-grad pass
-        computes them before the first optimiser step.
+        The proximal (old-policy) logprobs of the PPO ratio are the trainer's at the start of the
+        step, not the engine's. The first minibatch trains on those very weights, so its proximal
+        logprobs come from its training forward itself; the later minibatches' rows get one no-grad
+        pass before the first optimiser step (none at all with one minibatch, stale or not).
         """
         plans, counts = self._plan(parts)
         totals = [
             LossTotals(counts[:, m, 0].sum().item(), int(counts[:, m, 1].sum().item()), self.config.rollout.max_new_tokens) for m in range(len(parts))
         ]
         cuts = [self._cut(part, rows, int(counts[:, m, 2].max().item())) for m, (part, rows) in enumerate(zip(parts, plans))]
-        on_policy = len(parts) == 1 and self.config.rollout.max_staleness == 0
-        if not on_policy:
-            with torch.no_grad():
-                cuts = [[replace(micro, old_logprobs=self._logprobs(self.model, micro)) for micro in micros] for micros in cuts]
+        with torch.no_grad():
+            cuts[1:] = [[replace(micro, old_logprobs=self._logprobs(self.model, micro)) for micro in micros] for micros in cuts[1:]]
         steps = []
         for micros, step_totals in zip(cuts, totals):
             metrics = combine_metrics([(self.forward_backward(micro, step_totals), micro.loss_mask.sum().item()) for micro in micros])
@@ -158,9 +156,10 @@ class Trainer:
 
     def forward_backward(self, micro: TrainBatch, totals: LossTotals) -> dict[str, float]:
         """Accumulates the gradients of ``micro``'s share of the step's loss (policy, and critic when
-        the batch carries returns). ``micro.old_logprobs`` None: the step is on-policy, the proximal
-        logprobs are the current ones. The behaviour correction (off-policy masks or weights) is
-        applied here, per token, from the proximal vs the engine's logprobs."""
+        the batch carries returns). ``micro.old_logprobs`` None: no optimiser step has been taken
+        since the step began, the proximal logprobs are the current ones. The behaviour correction
+        (off-policy masks or weights) is applied here, per token, from the proximal vs the engine's
+        logprobs."""
         new, entropy = self._logprobs(self.model, micro, with_entropy=True)
         old = new.detach() if micro.old_logprobs is None else micro.old_logprobs
         reference = None
