@@ -20,6 +20,14 @@ class VLLMConfig(BaseModel):
     name: Literal["vllm"] = Field("vllm", description="Inference engine: 'vllm'.")
     gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="GPU only: fraction of the GPU's memory vLLM may use (weights and KV cache).")
     kv_cache_gib: int = Field(1, ge=1, description="CPU only: KV-cache memory in whole GiB (VLLM_CPU_KVCACHE_SPACE).")
+    max_num_seqs: int = Field(
+        512,
+        ge=1,
+        description="Sequences an engine step may batch (vLLM's max_num_seqs; AsyncLLM's own default is 128, which cuts a 512-completion step into 4 waves).",
+    )
+    max_num_batched_tokens: int | None = Field(
+        None, ge=1, description="Tokens an engine step may batch (vLLM's max_num_batched_tokens); None: vLLM's default for the model."
+    )
     cpu_bind: str = Field(
         "auto",
         min_length=1,

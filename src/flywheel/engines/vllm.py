@@ -70,6 +70,8 @@ class VLLMEngine:
                 dtype=config.model.dtype,
                 seed=config.run.seed,
                 enforce_eager=True,
+                max_num_seqs=config.engine.max_num_seqs,
+                max_num_batched_tokens=config.engine.max_num_batched_tokens,
                 worker_extension_cls=f"{vllm_transfer.__name__}.Registration",  # registers flywheel's transfer engine in each worker
                 weight_transfer_config={"backend": self.backend},
                 **device_args,
