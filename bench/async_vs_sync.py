@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import tempfile
 from pathlib import Path
 
@@ -84,7 +85,8 @@ def main() -> None:
     out_dir = Path(tempfile.mkdtemp(prefix="flywheel-bench-"))
     runs = {}
     for mode in MODES:
-        runs[mode] = run(mode, args, out_dir)
+        load_before = os.getloadavg()[0]
+        runs[mode] = run(mode, args, out_dir) | {"load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)]}
         print(mode, runs[mode], flush=True)
     result = {
         "command": command(args),
@@ -118,7 +120,8 @@ def report(result: dict) -> str:
         f"Sync: max_staleness 0. Async: max_staleness {result['max_staleness']}, generation continuing while the trainer",
         "trains, weights loaded into the engine in flight; once as is, once with truncated importance sampling",
         "of the stale tokens (`algorithm.off_policy=tis`). Seconds = the sum of the step times (evaluation left out).",
-        f"Accuracy: {result['eval_size']} held-out problems; *final* is the mean of the last three evals.",
+        f"Accuracy: {result['eval_size']} held-out problems; *final* is the mean of the last three evals. The machine's",
+        "1-minute load average before and after each run is recorded (above 2, other work shared the two cores).",
         "",
         "Produced by:",
         "",
@@ -127,14 +130,15 @@ def report(result: dict) -> str:
         "```",
         "",
         "| mode | seconds | s / step | speed-up | trainer waits for a batch, s / step | training, s / step | weight sync, s / step "
-        "| mean staleness | final accuracy (T=1) | final greedy accuracy |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| mean staleness | final accuracy (T=1) | final greedy accuracy | load average |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for name, r in runs.items():
         speedup = result["speedup"].get(name, 1.0)
         lines.append(
             f"| {name} | {r['seconds']:.1f} | {r['seconds'] / steps:.3f} | {speedup:.2f}x | {r['wait_for_batch_s']:.3f} | {r['train_s']:.3f} "
-            f"| {r['sync_s']:.3f} | {r['staleness_mean']:.2f} | {r['final_accuracy']:.3f} | {r['final_greedy_accuracy']:.3f} |"
+            f"| {r['sync_s']:.3f} | {r['staleness_mean']:.2f} | {r['final_accuracy']:.3f} | {r['final_greedy_accuracy']:.3f} "
+            f"| {r['load_average'][0]} -> {r['load_average'][1]} |"
         )
     generation, training = s["wait_for_batch_s"], s["train_s"]  # per step, measured in the sync run
     bound = (generation + training + s["sync_s"]) / max(generation, training)

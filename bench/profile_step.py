@@ -18,6 +18,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import statistics
 import tempfile
@@ -110,6 +111,7 @@ def main() -> None:
     )
     transport = open_transport(config.weights, config.rollout.engines)
     workers = Workers(start_engines(config), start_trainer(config, transport, timed_trainer()), replacements(config))
+    load_before = os.getloadavg()[0]
     profiler = cProfile.Profile()
     cpu_before, wall_before = time.process_time(), time.perf_counter()
     profiler.enable()
@@ -127,6 +129,7 @@ def main() -> None:
     result = {
         "command": " ".join([".venv/bin/python bench/profile_step.py", f"--steps {args.steps}", f"--skip {args.skip}", *args.overrides]),
         "steps_measured": len(rows),
+        "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         "step": {key.split("/")[1]: median([r[key] for r in rows]) for key in rows[0] if key.startswith("timing/") and key != "timing/elapsed_s"},
         "trainer_phases_s": trainer,
         "controller_cpu_s_per_step": round(controller_cpu_s / args.steps, 4),
@@ -161,7 +164,8 @@ def report(result: dict) -> str:
         "# Where a quickstart step goes",
         "",
         "One quickstart run with a timed trainer rank and the controller under cProfile (`bench/profile_step.py`).",
-        f"Medians over {result['steps_measured']} steps after the warm-up. Produced by:",
+        f"Medians over {result['steps_measured']} steps after the warm-up; the machine's 1-minute load average went from",
+        f"{result['load_average'][0]} to {result['load_average'][1]} (above 2, other work shared the two cores). Produced by:",
         "",
         "```bash",
         result["command"],

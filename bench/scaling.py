@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -62,7 +63,7 @@ def run(model: Path, workload: dict[str, int], steps: int, out_dir: Path) -> dic
             "run.progress=false",
         ],
     )
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
     rows = [r for r in read_metrics(train(config) / "metrics.jsonl") if r["step"] > 1]
     median = lambda key: statistics.median(r[key] for r in rows)  # noqa: E731
     tokens = workload["prompts"] * workload["group"] * median("rollout/response_length_mean")
@@ -75,6 +76,7 @@ def run(model: Path, workload: dict[str, int], steps: int, out_dir: Path) -> dic
         "sync_s": round(median("timing/sync_s") + median("timing/wait_for_weights_s"), 3),
         "per_1k_tokens_s": round(1000 * step_s / tokens, 4),
         "run_s": round(time.perf_counter() - started, 1),
+        "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
     }
 
 
@@ -92,7 +94,56 @@ def main() -> None:
     record = {"command": f".venv/bin/python bench/scaling.py --steps {args.steps}", "model": shape, "results": results}
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results/scaling.json").write_text(json.dumps(record, indent=2) + "\n")
-    print((HERE / "results/scaling.json").read_text())
+    (HERE / "scaling.md").write_text(report(record))
+    print((HERE / "scaling.md").read_text())
+
+
+def doublings(results: list[dict]) -> list[dict]:
+    """Per series, each doubling's growth of the step, generation and training times (2.0 is linear)."""
+    base = next(r for r in results if all(r[k] == v for k, v in BASE.items()))
+    rows = []
+    for factor in SERIES:
+        series = [base] + [r for r in results if r[factor] != BASE[factor]]
+        for before, after in zip(series, series[1:]):
+            rows.append(
+                {"factor": factor, "from": before[factor], "to": after[factor]}
+                | {key: round(after[key] / before[key], 2) for key in ("step_s", "generation_s", "train_s")}
+            )
+    return rows
+
+
+def report(record: dict) -> str:
+    shape = record["model"]
+    lines = [
+        "# Step time as the workload doubles",
+        "",
+        f"A random Qwen2 of {shape['params'] / 1e6:.1f}M parameters ({shape['layers']} layers, hidden {shape['hidden']}, vocab 8192),",
+        "the arithmetic task, synchronous fp32 `flywheel train` runs on this 2-core machine; completions always run",
+        "to the length limit. Medians over the steps after the first. Produced by:",
+        "",
+        "```bash",
+        record["command"],
+        "```",
+        "",
+        "| prompts | group | length | completion tokens | step s | generation s | training s | sync s | s per 1k tokens | load average |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        *(
+            f"| {r['prompts']} | {r['group']} | {r['length']} | {r['completion_tokens']} | {r['step_s']:.2f} | {r['generation_s']:.2f} "
+            f"| {r['train_s']:.2f} | {r['sync_s']:.2f} | {r['per_1k_tokens_s']:.3f} | {r['load_average'][0]} -> {r['load_average'][1]} |"
+            for r in record["results"]
+        ),
+        "",
+        "Growth of each time when one factor doubles (2.00 is linear in the work; below 2, the fixed costs of a step",
+        "are amortised; above 2, something grows faster than the tokens):",
+        "",
+        "| doubled | from -> to | step | generation | training |",
+        "| --- | --- | ---: | ---: | ---: |",
+        *(
+            f"| {d['factor']} | {d['from']} -> {d['to']} | {d['step_s']:.2f} | {d['generation_s']:.2f} | {d['train_s']:.2f} |"
+            for d in doublings(record["results"])
+        ),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
