@@ -1,11 +1,11 @@
 """Step time as the workload doubles: prompts per step, group size, completion length.
 
-    .venv/bin/python bench/scaling.py [--steps 5]
+    .venv/bin/python bench/scaling.py [--steps 4]
 
 A random Qwen2 of about 8M parameters (bench/trainer.py's "8M" shape, the tests' ASCII tokenizer) on the
 arithmetic task: a random model almost never emits its end-of-sequence token, so every completion runs to
 ``rollout.max_new_tokens`` and the generated tokens are exactly prompts x group x length. The base workload
-is 16 prompts x 8 completions x 64 tokens (synchronous, fp32, the shipped defaults otherwise); each series
+is 8 prompts x 8 completions x 64 tokens (synchronous, fp32, the shipped defaults otherwise); each series
 doubles one factor twice. Every configuration is a real ``flywheel train`` run (``controller.train``: Ray,
 one vLLM engine, one trainer rank) of ``--steps`` steps; the numbers are medians over the steps after the
 first: ``step_s`` (timing/step_s), generation (timing/wait_for_batch_s: the trainer waiting for the batch),
@@ -33,8 +33,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from trainer import save_model  # noqa: E402  (bench/trainer.py: the random Qwen2 shapes)
 
-BASE = {"prompts": 16, "group": 8, "length": 64}
-SERIES = {"prompts": (16, 32, 64), "group": (8, 16, 32), "length": (64, 128, 256)}
+BASE = {"prompts": 8, "group": 8, "length": 64}
+SERIES = {"prompts": (8, 16, 32), "group": (8, 16, 32), "length": (64, 128, 256)}
 
 
 def workloads() -> list[dict[str, int]]:
@@ -82,7 +82,7 @@ def run(model: Path, workload: dict[str, int], steps: int, out_dir: Path) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=4)
     args = parser.parse_args()
     out_dir = Path(tempfile.mkdtemp(prefix="flywheel-scaling-"))
     model = out_dir / "model-8M"
