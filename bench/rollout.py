@@ -1,6 +1,6 @@
 """Rollout throughput: flywheel's rollout path against bare ``vllm.LLM.generate``, alternated in one run.
 
-    PYTHONPATH=src .venv/bin/python bench/rollout.py [--sizes tiny-adder,8M,32M,32M-long] [--repeats 5]
+    PYTHONPATH=src .venv/bin/python bench/rollout.py [--sizes tiny-adder,8M,32M,32M-long] [--repeats 3]
 
 Flywheel's side is the path a run takes: ``start_engines`` (``VLLMEngine`` in a Ray actor behind
 ``RemoteEngine``), an ``EngineRouter``, and a ``RolloutStream`` that admits the step's prompts of the
@@ -208,7 +208,7 @@ def bench_size(size: str, repeats: int, tmp: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(SIZES), help="comma-separated keys of SIZES")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(HERE / "results/rollout.json"))
     args = parser.parse_args()
     load = os.getloadavg()[0]

@@ -195,8 +195,8 @@ async def _steps(envs: Sequence[Environment], texts: Sequence[str], deadline: fl
     episode's time ran out first."""
     loop = asyncio.get_running_loop()
     futures = [loop.run_in_executor(None, contextvars.copy_context().run, env.step, text) for env, text in zip(envs, texts)]
-    if futures:
-        await asyncio.wait(futures, timeout=_left(deadline))
+    if futures and (left := _left(deadline)) > 0:  # none left: every step has timed out, as wait_for(..., 0) says
+        await asyncio.wait(futures, timeout=left)
     return [_outcome(env, future) for env, future in zip(envs, futures)]
 
 
