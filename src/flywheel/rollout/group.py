@@ -195,8 +195,13 @@ async def _steps(envs: Sequence[Environment], texts: Sequence[str], deadline: fl
     episode's time ran out first."""
     loop = asyncio.get_running_loop()
     futures = [loop.run_in_executor(None, contextvars.copy_context().run, env.step, text) for env, text in zip(envs, texts)]
-    if futures and (left := _left(deadline)) > 0:  # none left: every step has timed out, as wait_for(..., 0) says
-        await asyncio.wait(futures, timeout=left)
+    try:
+        if futures and (left := _left(deadline)) > 0:  # none left: every step has timed out, as wait_for(..., 0) says
+            await asyncio.wait(futures, timeout=left)
+    except asyncio.CancelledError:  # the group is cancelled: so are its steps (those not yet running never run)
+        for future in futures:
+            future.cancel()
+        raise
     return [_outcome(env, future) for env, future in zip(envs, futures)]
 
 
