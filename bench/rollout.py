@@ -213,20 +213,20 @@ def main() -> None:
     args = parser.parse_args()
     load = os.getloadavg()[0]
     started = time.time()
-    with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="rollout-bench-") as tmp:
-        results = [bench_size(size, args.repeats, Path(tmp)) for size in args.sizes.split(",")]
-    import ray
-
-    ray.shutdown()
     out = {
         "command": f"PYTHONPATH=src .venv/bin/python bench/rollout.py --sizes {args.sizes} --repeats {args.repeats}",
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)),
-        "minutes": round((time.time() - started) / 60, 1),
         "load_average_before": load,
-        "results": results,
-        "worst_ratio": min(r["ratio"] for r in results),
+        "results": [],
     }
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="rollout-bench-") as tmp:
+        for size in args.sizes.split(","):  # the file is written after each size: a stopped run keeps what it measured
+            out["results"].append(bench_size(size, args.repeats, Path(tmp)))
+            out |= {"minutes": round((time.time() - started) / 60, 1), "worst_ratio": min(r["ratio"] for r in out["results"])}
+            Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    import ray
+
+    ray.shutdown()
     print(json.dumps({k: v for k, v in out.items() if k != "results"}), flush=True)
 
 
