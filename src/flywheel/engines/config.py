@@ -23,10 +23,10 @@ class VLLMConfig(BaseModel):
     max_num_seqs: int = Field(
         512,
         ge=1,
-        description="Sequences an engine step may batch (vLLM's max_num_seqs; AsyncLLM's own default is 128, which cuts a 512-completion step into 4 waves).",
+        description="Sequences an engine step may batch (vLLM's max_num_seqs; vLLM's own default on CPU is 128 or 256, which cuts a 512-completion step into waves).",
     )
     max_num_batched_tokens: int | None = Field(
-        None, ge=1, description="Tokens an engine step may batch (vLLM's max_num_batched_tokens); None: vLLM's default for the model."
+        None, ge=1, description="Tokens an engine step may batch (vLLM's max_num_batched_tokens); None: vLLM's batch default (4096 on CPU)."
     )
     cpu_bind: str = Field(
         "auto",

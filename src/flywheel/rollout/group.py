@@ -19,6 +19,7 @@ completions of the group (seed ``seed``), then every environment grades its comp
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -95,11 +96,12 @@ async def run_group(
     deadline = started + first.time_limit_s
     live: list[_Live] = []
     finished: dict[int, EnvEpisode] = {}
+    prompt = _PromptCache(renderer)
     for i, env in enumerate(envs):
         try:
-            live.append(_Live(env, Transcript(*renderer.prompt(env.reset(task)))))
+            live.append(_Live(env, prompt.transcript(env.reset(task))))
         except Exception as error:  # noqa: BLE001 - any environment fault fails its episode only
-            live.append(_Live(env, Transcript(*renderer.prompt(task.prompt))))  # a real row, never trained on
+            live.append(_Live(env, prompt.transcript(task.prompt)))  # a real row, never trained on
             finished[i] = _finish(
                 renderer,
                 live[i],
@@ -122,7 +124,7 @@ async def run_group(
             outputs = await asyncio.wait_for(call, _left(deadline))
         except TimeoutError:
             break
-        results = await asyncio.gather(*(_step(live[i].env, out[0].text, deadline) for i, out in zip(pending, outputs)))
+        results = await _steps([live[i].env for i in pending], [out[0].text for out in outputs], deadline)
         for i, out, result in zip(pending, outputs, results):
             episode, completion = live[i], out[0]
             episode.transcript.add_model_turn(completion)
@@ -153,7 +155,7 @@ async def _one_turn(
 ) -> list[EnvEpisode]:
     """The group of a one-turn environment: its n completions from one request, graded concurrently."""
     [completions] = await engine.generate([live[0].transcript.context], len(live), temperature, max_tokens, seed, list(stop) or None)
-    results = await asyncio.gather(*(_step(episode.env, c.text, deadline) for episode, c in zip(live, completions)))
+    results = await _steps([episode.env for episode in live], [c.text for c in completions], deadline)
     episodes = []
     for episode, completion, result in zip(live, completions, results):
         t = episode.transcript
@@ -173,14 +175,48 @@ def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
 
 
-async def _step(env: Environment, text: str, deadline: float) -> StepResult | EnvFailure:
-    """The environment's answer, or the failure: it raised, or the episode's time ran out first."""
+class _PromptCache:
+    """Transcripts of first user messages; the ids of each distinct message are rendered once (a
+    group's environments usually open with the same one)."""
+
+    def __init__(self, renderer: Renderer) -> None:
+        self.renderer, self.rendered = renderer, {}
+
+    def transcript(self, user: str) -> Transcript:
+        if user not in self.rendered:
+            self.rendered[user] = self.renderer.prompt(user)
+        ids, messages = self.rendered[user]
+        return Transcript(list(ids), [dict(m) for m in messages])
+
+
+async def _steps(envs: Sequence[Environment], texts: Sequence[str], deadline: float) -> list[StepResult | EnvFailure]:
+    """Each environment's answer to its text, every ``step`` in a worker thread, concurrently, awaited
+    together (one wait per turn, not a task per episode); a failure where it raised or the
+    episode's time ran out first."""
+    loop = asyncio.get_running_loop()
+    futures = [loop.run_in_executor(None, contextvars.copy_context().run, env.step, text) for env, text in zip(envs, texts)]
     try:
-        return await asyncio.wait_for(asyncio.to_thread(env.step, text), _left(deadline))
-    except TimeoutError as error:
+        if futures and (left := _left(deadline)) > 0:  # none left: every step has timed out, as wait_for(..., 0) says
+            await asyncio.wait(futures, timeout=left)
+    except asyncio.CancelledError:  # the group is cancelled: so are its steps (those not yet running never run)
+        for future in futures:
+            future.cancel()
+        raise
+    return [_outcome(env, future) for env, future in zip(envs, futures)]
+
+
+def _outcome(env: Environment, future: asyncio.Future) -> StepResult | EnvFailure:
+    if not future.done():  # still running (or queued: then it never runs)
+        future.cancel()
+        return _failure("env_timeout", f"{type(env).__name__}.step did not answer within the episode's time limit", TimeoutError())
+    error = future.exception()
+    if error is None:
+        return future.result()
+    if isinstance(error, TimeoutError):  # as a timeout of the wait itself
         return _failure("env_timeout", f"{type(env).__name__}.step did not answer within the episode's time limit", error)
-    except Exception as error:  # noqa: BLE001 - any environment fault fails its episode only
-        return _failure("env_error", f"{type(env).__name__}.step raised {type(error).__name__}: {error}", error)
+    if not isinstance(error, Exception):
+        raise error
+    return _failure("env_error", f"{type(env).__name__}.step raised {type(error).__name__}: {error}", error)
 
 
 def _failure(reason: StopReason, detail: str, cause: BaseException) -> EnvFailure:

@@ -1,0 +1,43 @@
+"""run_group's environment steps: every answer in order, a raise or an overrun as that episode's failure only."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from flywheel.envs.base import final
+from flywheel.rollout.group import EnvFailure, _steps
+
+
+class Env:
+    def __init__(self, behaviour: str, release: threading.Event | None = None) -> None:
+        self.behaviour, self.release = behaviour, release
+
+    def step(self, text: str):
+        if self.behaviour == "raise":
+            raise ValueError(f"bad {text}")
+        if self.behaviour == "hang":
+            self.release.wait(5)
+        return final(float(len(text)))
+
+
+def test_steps_keep_order_and_fail_only_the_faulty_episode():
+    release = threading.Event()
+    envs = [Env("ok"), Env("raise"), Env("hang", release), Env("ok")]
+    results = asyncio.run(_steps(envs, ["a", "bb", "ccc", "dddd"], time.monotonic() + 0.3))
+    release.set()
+    assert [r.reward for r in (results[0], results[3])] == [1.0, 4.0]
+    assert isinstance(results[1], EnvFailure) and results[1].reason == "env_error"
+    assert str(results[1]) == "Env.step raised ValueError: bad bb"
+    assert isinstance(results[1].__cause__, ValueError)
+    assert isinstance(results[2], EnvFailure) and results[2].reason == "env_timeout"
+
+
+def test_steps_after_the_deadline_all_time_out():
+    results = asyncio.run(_steps([Env("ok"), Env("ok")], ["a", "b"], time.monotonic() - 1))
+    assert [r.reason for r in results] == ["env_timeout", "env_timeout"]
+
+
+def test_no_steps():
+    assert asyncio.run(_steps([], [], time.monotonic() + 1)) == []
