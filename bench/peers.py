@@ -408,10 +408,10 @@ NOTES = """## How the work was made equal
   the figures are not those of a quiet machine, and the ratios have wide error bars. The 8m ratio above all: TRL's
   run fell in the heaviest load (load average 10-13), flywheel's right after it (4-7); against the 17.2 s per step
   TRL took on 8m in the first run, flywheel's median here would be about 1.2x, not the ratio in the table.
-- Few steps on the random models (the steps column): the median of the steps after the first. The 32m and 100m
-  workloads are defined (`--workloads 32m,100m`; 100m at 8 prompts per step, 8 x 8 x 128, because TRL's step
-  is expected to take minutes at 16 on one thread) but were not measured for this report: on the loaded machine one
-  flywheel run's start (Ray, vLLM) took up to 8 minutes and TRL's 8m step 67 s, and the session's time ran out.
+- Few steps on the random models (the steps column): the median of the steps after the first. 32m was measured by
+  a second command right after the first (both are in the code block above). The 100m workload is defined
+  (`--workloads 100m`; 8 prompts per step, 8 x 8 x 128, because TRL's step is expected to take minutes at 16 on one
+  thread: at 32m it took 115-130 s) but was not measured for this report: the session's time ran out.
 - flywheel's two processes are pinned (engine core 0, trainer core 1); TRL's one process is not. Another job pinned
   to the same core slows the pinned process more than a free one.
 - flywheel's first step also pays for its start (Ray actors, vLLM's first batch): the median leaves it out on both sides,
