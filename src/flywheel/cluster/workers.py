@@ -85,6 +85,8 @@ def _init_ray(config: Config) -> None:
         return
     address = config.cluster.address
     if address is None:
+        # Ray starts its workers at nice 15 by default; here the workers are the job (Ray's job manager sets 0 too)
+        os.environ.setdefault("RAY_worker_niceness", "0")
         cpus = max(2, os.cpu_count() or 2, 1 + config.trainer.ranks)
         ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level="error")
         return
