@@ -1,5 +1,6 @@
 """One Ray instance and one vLLM engine for the whole test session; a fresh trainer per test."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ def config() -> Config:
 
 @pytest.fixture(scope="session")
 def shared_engine(config):
+    os.environ.setdefault("RAY_worker_niceness", "0")  # as flywheel's own Ray (cluster/workers.py)
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="error")  # room for extra replicas
     [engine] = start_engines(config)
     yield engine
