@@ -30,7 +30,10 @@ def test_sections_default_to_their_first_member_and_round_trip(tmp_path):
 @pytest.mark.parametrize(
     "overrides, expected",
     [
-        (["engine.kv_cache=2"], "unknown key 'engine.kv_cache' (known keys here: name, gpu_memory_utilization, kv_cache_gib, max_num_seqs, max_num_batched_tokens, cpu_bind)"),
+        (
+            ["engine.kv_cache=2"],
+            "unknown key 'engine.kv_cache' (known keys here: name, gpu_memory_utilization, kv_cache_gib, max_num_seqs, max_num_batched_tokens, cpu_bind)",
+        ),
         (["engine.kv_cache_gib=0"], "bad value for 'engine.kv_cache_gib': Input should be greater than or equal to 1 (got 0)"),
         (["engine.name=sglang"], "bad value for 'engine': engine.name must be one of: vllm"),
         (["rollout.kv_cache_gib=1"], "unknown key 'rollout.kv_cache_gib'"),
