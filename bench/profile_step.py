@@ -179,6 +179,7 @@ def report(result: dict) -> str:
         "",
         "`wait_for_batch_s` is generation as the trainer sees it (rollouts, environment, rewards); `train_s` includes",
         "building the batch; `sync_s` is publishing the weights; `wait_for_weights_s` the engine loading them.",
+        "cProfile slows the controller's Python, which generation waits on: compare with a plain run's metrics.jsonl.",
         "",
         "## The trainer's step (rank 0, seconds)",
         "",
