@@ -126,6 +126,25 @@ class EvalConfig(Section):
     greedy: bool = Field(True, description="Also report eval/greedy_accuracy (temperature 0).")
 
 
+ALERT_KINDS = ("entropy_collapse", "mismatch_spike", "nonfinite", "reward_stagnation", "invalid_rise", "engines_lost", "invalid_episodes", "hacking")
+
+
+class AlertsConfig(Section):
+    """Health alerts on each step's metrics (src/flywheel/monitor/alerts.py): terminal, alerts.jsonl, alerts/fired."""
+
+    entropy_drop: float = Field(0.1, gt=0, lt=1, description="Entropy collapse: train/entropy below this fraction of its first value.")
+    mismatch_kl_max: float = Field(0.05, gt=0, description="Mismatch spike: train/mismatch_kl above this (nats/token).")
+    mismatch_spike_factor: float = Field(10.0, gt=1, description="Mismatch spike: train/mismatch_kl above this multiple of its running baseline.")
+    mismatch_kl_floor: float = Field(1e-4, gt=0, description="Baselines below this count as this (fp32 noise is no spike).")
+    stagnation_steps: int = Field(100, ge=1, description="Reward stagnation: steps without reward/mean passing its best by stagnation_delta.")
+    stagnation_delta: float = Field(0.01, ge=0, description="Improvement of reward/mean that counts as progress.")
+    invalid_rise: float = Field(0.1, gt=0, le=1, description="Rising environment errors: rollout/invalid_frac above its running baseline by this.")
+    decay: float = Field(0.9, ge=0, lt=1, description="Decay of the running baselines (EMA).")
+    stop_on: list[Literal[ALERT_KINDS]] = Field(  # type: ignore[valid-type]
+        [], description=f"Alert kinds that stop the run (exit code 3): any of {', '.join(ALERT_KINDS)}."
+    )
+
+
 class RunConfig(Section):
     name: str = Field("quickstart", min_length=1, description="Run directory name under output_dir (suffixed -1, -2... if taken).")
     output_dir: str = Field("runs", description="Parent directory of run directories.")
@@ -251,6 +270,7 @@ class Config(Section):
     )
     trainer: TrainerConfig = TrainerConfig()
     eval: EvalConfig = EvalConfig()
+    alerts: AlertsConfig = AlertsConfig()
     reward: RewardConfig = RewardConfig()
     run: RunConfig = RunConfig()
     cluster: ClusterConfig = ClusterConfig()
@@ -348,6 +368,15 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file '{path}' must hold a mapping of sections, not a {type(loaded).__name__}")
         tree = loaded or {}
+    return config_from_dict(tree, overrides, path)
+
+
+def config_from_dict(tree: dict[str, Any], overrides: list[str] = (), path: str | Path | None = None) -> Config:
+    """Validates a config tree (as a YAML file holds it) with dotted overrides applied; ``path`` names
+    its file in error sentences. The checks of ``load_config``; the tree is not changed."""
+    import copy
+
+    tree = copy.deepcopy(tree)
     for text in overrides:
         _set_dotted(tree, *_parse_override(text))
     try:
@@ -360,7 +389,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
         raise ConfigError(prefix + _describe(error)) from None
     if config.run.resume is not None and not any(Path(config.run.resume).glob("checkpoints/step_*/trainer_state.pt")):
         raise ConfigError(f"run.resume '{config.run.resume}' holds no checkpoint to resume from (checkpoints/step_N/trainer_state.pt)")
-    for problem in (_task_problem(config.task), _guards_problem(config.reward.guards), _model_problem(config.model.path)):
+    for problem in (_task_problem(config.task), _guards_problem(config.reward.guards), model_problem(config.model.path)):
         if problem:
             raise ConfigError(problem)
     return config
@@ -396,7 +425,7 @@ def _guards_problem(guards: tuple[str, ...] | None) -> str | None:
     return f"reward.guards: unknown guard {unknown[0]!r}; known guards: {', '.join(known)}" if unknown else None
 
 
-def _model_problem(path: str) -> str | None:
+def model_problem(path: str) -> str | None:
     """One sentence on what is missing or unreadable in a model directory, or None."""
     from safetensors import safe_open
 

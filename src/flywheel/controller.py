@@ -17,7 +17,8 @@ takes requests. Prompt i of the stream always samples with the same seed, so a r
 max_staleness = 0 is reproducible and resumable exactly. One bad episode never ends the run: an environment that raises or times out, or a
 non-finite reward, leaves that episode out of the advantages, counted, its first traceback of each
 kind in errors/; an alert fires when the step's share of such episodes passes
-rollout.invalid_alert_rate (and stops the run with rollout.stop_on_invalid). Failures of the loop
+rollout.invalid_alert_rate (and stops the run with rollout.stop_on_invalid); every step's row is
+checked for the health alerts of monitor/alerts.py (alerts.jsonl; a stop if alerts.stop_on says so). Failures of the loop
 itself (an engine gone for good, the admission task) are raised, never left to hang it; a trainer
 rank that dies ends the run with TrainerLost, naming the checkpoint to resume from.
 
@@ -41,6 +42,7 @@ from flywheel.cluster.workers import Workers, start_workers
 from flywheel.config import Config
 from flywheel.envs.registry import env_factory
 from flywheel.eval.heldout import eval_metrics
+from flywheel.monitor.alerts import Alert, AlertLog
 from flywheel.monitor.faults import FaultLog
 from flywheel.monitor.metrics import MetricsLog
 from flywheel.monitor.progress import RunProgress
@@ -149,6 +151,7 @@ async def _train(config: Config, workers: Workers) -> Path:
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
     started = time.perf_counter()
+    alerts = AlertLog(config.alerts, run_dir / "alerts.jsonl", lambda text: print(text, flush=True), started)
     stream = RolloutStream(router, tokenizer, tasks, config, state, algorithm, pipeline)
     version = state["step"]
     loading: asyncio.Task | None = None  # the engines loading the latest weights
@@ -159,7 +162,7 @@ async def _train(config: Config, workers: Workers) -> Path:
         await load_everywhere(router, stream, update)
         version = update.version
         with RunProgress(config.run.steps, config.run.progress) as progress:
-            router.log = progress.log  # restarts of engine replicas
+            router.log = alerts.say = progress.log  # restarts of engine replicas, alerts
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
             if checkpoint is None:
                 row = {"step": 0, "weights/version": version, **await eval_metrics(router, tokenizer, tasks, config)}
@@ -199,13 +202,9 @@ async def _train(config: Config, workers: Workers) -> Path:
                 episodes = [e for g in groups for e in g.episodes]
                 row = step_metrics(step, episodes, seconds, generated, version) | rollout_metrics | train_metrics
                 row |= {"engines/live": router.live_count, "engines/resubmitted": router.resubmitted, "engines/restarts": router.restarts}
-                if train_metrics["train/nonfinite_skipped"]:
-                    progress.log(
-                        f"step {step:4d}  non-finite loss or gradient: {train_metrics['train/nonfinite_skipped']:.0%} of the optimiser steps skipped"
-                    )
-                alerts = watch_invalid(step, row, config) + (pipeline.watch(step, row) if pipeline else [])  # may raise to stop
-                for alert in alerts:
-                    progress.log(f"step {step:4d}  {alert}")
+                outside = [Alert(step, "invalid_episodes", text) for text in watch_invalid(step, row, config)]  # may raise to stop
+                outside += [Alert(step, "hacking", text) for text in (pipeline.watch(step, row) if pipeline else [])]
+                stops = alerts.step(step, row, outside)
                 if step % config.eval.every == 0 or step == config.run.steps:
                     await loading  # evaluate the weights of this step
                     row |= await eval_metrics(router, tokenizer, tasks, config)
@@ -215,6 +214,8 @@ async def _train(config: Config, workers: Workers) -> Path:
                 row["timing/elapsed_s"] = time.perf_counter() - started
                 log.write(row)
                 progress.step(row)
+                if stops:
+                    raise RunStopped(" ".join(a.message for a in stops) + f" Stopping the run (alerts.stop_on has {stops[0].kind}).")
             await trainer.save_checkpoint(str(run_dir / "final"), resumable=False)
             progress.log(f"done in {time.perf_counter() - started:.0f}s: final model in {run_dir / 'final'}")
     except TrainerDied as died:
@@ -228,6 +229,7 @@ async def _train(config: Config, workers: Workers) -> Path:
         for position in leftover:
             dump(Group(position, []), "pending", version)
         log.close()
+        alerts.close()
         dump.close()
         stop_reward_actors()
     return run_dir
