@@ -124,6 +124,22 @@ class EvalConfig(Section):
     every: int = Field(20, ge=1, description="Evaluate on the held-out split every N steps (and at step 0).")
     temperature: float = Field(1.0, ge=0, le=2, description="Sampling temperature of eval/accuracy (one sample per problem; vLLM accepts at most 2).")
     greedy: bool = Field(True, description="Also report eval/greedy_accuracy (temperature 0).")
+    engines: int = Field(
+        0,
+        ge=0,
+        description="Engine replicas of the eval's own (0: the run's engines): they load an eval step's weights and evaluate while training goes on; results are rows of their own in metrics.jsonl. Needs weights.name=file.",
+    )
+    environments: dict[str, TaskConfig] = Field(
+        {},
+        description="More held-out sets evaluated with the run's (same sampling, same engines), each a task section logged as eval/<key>/<metric>, e.g. {add4: {name: arithmetic, env_args: {digits: 4}}}.",
+    )
+
+    @model_validator(mode="after")
+    def _plain_keys(self) -> EvalConfig:
+        bad = [key for key in self.environments if not re.fullmatch(r"[A-Za-z0-9_.-]+", key)]
+        if bad:
+            raise ValueError(f"eval.environments key {bad[0]!r} must be letters, digits, '_', '-' or '.': it names metrics eval/<key>/...")
+        return self
 
 
 ALERT_KINDS = ("entropy_collapse", "mismatch_spike", "nonfinite", "reward_stagnation", "invalid_rise", "engines_lost", "invalid_episodes", "hacking")
@@ -389,7 +405,12 @@ def config_from_dict(tree: dict[str, Any], overrides: list[str] = (), path: str 
         raise ConfigError(prefix + _describe(error)) from None
     if config.run.resume is not None and not any(Path(config.run.resume).glob("checkpoints/step_*/trainer_state.pt")):
         raise ConfigError(f"run.resume '{config.run.resume}' holds no checkpoint to resume from (checkpoints/step_N/trainer_state.pt)")
-    for problem in (_task_problem(config.task), _guards_problem(config.reward.guards), model_problem(config.model.path)):
+    if config.eval.engines and not config.weights.engines_can_rejoin:
+        raise ConfigError(
+            f"eval.engines needs a weight transport that engines can join at any time (weights.name=file), not weights.name={config.weights.name}"
+        )
+    evals = [f"eval.environments.{key}: {problem}" for key, task in config.eval.environments.items() if (problem := _task_problem(task))]
+    for problem in (_task_problem(config.task), *evals, _guards_problem(config.reward.guards), model_problem(config.model.path)):
         if problem:
             raise ConfigError(problem)
     return config

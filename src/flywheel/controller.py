@@ -41,7 +41,8 @@ from flywheel.algorithms.batch import build_batch
 from flywheel.cluster.workers import Workers, start_workers
 from flywheel.config import Config
 from flywheel.envs.registry import env_factory
-from flywheel.eval.heldout import eval_metrics
+from flywheel.eval.background import start_background_eval
+from flywheel.eval.heldout import eval_metrics, eval_sets
 from flywheel.monitor.alerts import Alert, AlertLog
 from flywheel.monitor.faults import FaultLog
 from flywheel.monitor.metrics import MetricsLog
@@ -127,26 +128,36 @@ def train(config: Config, workers: Workers | None = None) -> Path:
                 ray.shutdown()
 
 
-def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[str]:
-    """The invalid-episode alert of a step (one sentence); raises RunStopped when asked to stop."""
+def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[Alert]:
+    """The invalid-episode alert of a step (one sentence), if its share passes rollout.invalid_alert_rate."""
     rate, limit = row["rollout/invalid_frac"], config.rollout.invalid_alert_rate
     if rate <= limit:
         return []
-    alert = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
-    if config.rollout.stop_on_invalid:
-        raise RunStopped(alert + " Stopping the run (rollout.stop_on_invalid is true).")
-    return [alert]
+    text = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
+    return [Alert(step, "invalid_episodes", text)]
+
+
+def stop_reason(stops: list[Alert], config: Config) -> str:
+    """The sentence a run stopped by alerts ends with: the alerts, then the setting that asked to stop."""
+    kinds = sorted({a.kind for a in stops})
+    setting = (
+        "rollout.stop_on_invalid is true"
+        if kinds == ["invalid_episodes"] and "invalid_episodes" not in config.alerts.stop_on
+        else f"alerts.stop_on has {', '.join(kinds)}"
+    )
+    return " ".join(a.message for a in stops) + f" Stopping the run ({setting})."
 
 
 async def _train(config: Config, workers: Workers) -> Path:
     run_dir, checkpoint, state = open_run(config)
     step = first_step = state["step"] + 1  # the step under way, named if a trainer rank dies
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
-    tasks, algorithm = load_tasks(config), make_algorithm(config.algorithm)
+    tasks, algorithm, more_evals = load_tasks(config), make_algorithm(config.algorithm), eval_sets(config)
     trainer = workers.trainer
     router = EngineRouter(workers.engines, workers.restart_engine, config.rollout.max_engine_restarts)
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
     pipeline, stop_reward_actors = reward_pipeline(config, env_guards, workers.engines[0])
+    background = start_background_eval(config, tokenizer, tasks, more_evals) if config.eval.engines else None
     log = MetricsLog(run_dir / "metrics.jsonl")
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
@@ -164,10 +175,15 @@ async def _train(config: Config, workers: Workers) -> Path:
         with RunProgress(config.run.steps, config.run.progress) as progress:
             router.log = alerts.say = progress.log  # restarts of engine replicas, alerts
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
+            if background:
+                background.report = lambda row: (log.write(row), progress.evaluated(row))
             if checkpoint is None:
-                row = {"step": 0, "weights/version": version, **await eval_metrics(router, tokenizer, tasks, config)}
-                progress.evaluated(row)
-                log.write(row)
+                if background:
+                    await background.start(0, update)
+                else:
+                    row = {"step": 0, "weights/version": version, **await eval_metrics(router, tokenizer, tasks, config, more_evals)}
+                    progress.evaluated(row)
+                    log.write(row)
             stream.start()
             for step in range(first_step, config.run.steps + 1):
                 t0 = time.perf_counter()
@@ -202,12 +218,14 @@ async def _train(config: Config, workers: Workers) -> Path:
                 episodes = [e for g in groups for e in g.episodes]
                 row = step_metrics(step, episodes, seconds, generated, version) | rollout_metrics | train_metrics
                 row |= {"engines/live": router.live_count, "engines/resubmitted": router.resubmitted, "engines/restarts": router.restarts}
-                outside = [Alert(step, "invalid_episodes", text) for text in watch_invalid(step, row, config)]  # may raise to stop
-                outside += [Alert(step, "hacking", text) for text in (pipeline.watch(step, row) if pipeline else [])]
-                stops = alerts.step(step, row, outside)
-                if step % config.eval.every == 0 or step == config.run.steps:
+                invalid = watch_invalid(step, row, config)
+                hacking = [Alert(step, "hacking", text) for text in (pipeline.watch(step, row) if pipeline else [])]  # may raise to stop
+                stops = list(dict.fromkeys(alerts.step(step, row, invalid + hacking) + (invalid if config.rollout.stop_on_invalid else [])))
+                if (step % config.eval.every == 0 or step == config.run.steps) and background:
+                    await background.start(step, update)  # evaluates this step's weights while the next steps train
+                elif step % config.eval.every == 0 or step == config.run.steps:
                     await loading  # evaluate the weights of this step
-                    row |= await eval_metrics(router, tokenizer, tasks, config)
+                    row |= await eval_metrics(router, tokenizer, tasks, config, more_evals)
                     progress.evaluated(row)
                 if step % config.run.checkpoint_every == 0:
                     await save_checkpoint(trainer, run_dir / "checkpoints" / f"step_{step}", step, stream)
@@ -215,7 +233,9 @@ async def _train(config: Config, workers: Workers) -> Path:
                 log.write(row)
                 progress.step(row)
                 if stops:
-                    raise RunStopped(" ".join(a.message for a in stops) + f" Stopping the run (alerts.stop_on has {stops[0].kind}).")
+                    raise RunStopped(stop_reason(stops, config))
+            if background:
+                await background.finish()
             await trainer.save_checkpoint(str(run_dir / "final"), resumable=False)
             progress.log(f"done in {time.perf_counter() - started:.0f}s: final model in {run_dir / 'final'}")
     except TrainerDied as died:
@@ -226,6 +246,8 @@ async def _train(config: Config, workers: Workers) -> Path:
         leftover = stream.pending()
         await stream.stop()
         await router.close()
+        if background:
+            await background.close()
         for position in leftover:
             dump(Group(position, []), "pending", version)
         log.close()
