@@ -148,8 +148,8 @@ async def _train(config: Config, workers: Workers) -> Path:
     timeline = Timeline(run_dir / "timeline.jsonl" if config.monitor.timeline else None)
     router = timed_router(workers.engines, workers.restart_engine, config.rollout.max_engine_restarts, timeline)
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
+    log = Trackers(run_dir, config)  # before the reward actors: a busy Prometheus port fails here
     pipeline, stop_reward_actors = reward_pipeline(config, env_guards, workers.engines[0])
-    log = Trackers(run_dir, config)
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
     started = time.perf_counter()
