@@ -7,7 +7,8 @@ synchronous when rollout.max_staleness = 0.
     training side (train, one step after the other): take the step's groups (BatchPlan: drop stale,
         invalid and, for the algorithm, uninformative ones) -> build_batch (the algorithm's
         advantages) -> trainer.train_step -> publish weights -> every engine loads them in flight
-        while the next step already trains (one version loading at a time) -> evaluate / checkpoint.
+        while the next step already trains (one version loading at a time) -> evaluate (on the run's
+        engines, or on eval.engines replicas of its own in the background) / checkpoint.
 
 Invariants: every admitted prompt ends as exactly one trained group or one counted drop, or is
 still pending when the run ends (a checkpoint records the pending prompts; a resume re-admits them

@@ -81,7 +81,7 @@ def test_an_alert_above_the_invalid_rate_stops_the_run_when_asked(fresh_workers,
 
 def test_a_health_alert_in_alerts_stop_on_stops_the_run(fresh_workers, tmp_path):
     # no step can pass its best reward/mean by 1.0: stagnation starts one step after the first
-    more = "eval.environments={add2: {name: arithmetic, env_args: {digits: 2}, eval_size: 12}}"  # and a second held-out set
+    more = "eval.environments={add4: {name: arithmetic, env_args: {digits: 4}, eval_size: 12}}"  # and a second held-out set
     c = config(
         tmp_path, "task.name=arithmetic", "alerts.stagnation_steps=1", "alerts.stagnation_delta=1.0", "alerts.stop_on=[reward_stagnation]", more
     )
@@ -90,5 +90,5 @@ def test_a_health_alert_in_alerts_stop_on_stops_the_run(fresh_workers, tmp_path)
     run_dir = tmp_path / "quickstart"
     logged = rows(run_dir / "metrics.jsonl")
     assert [r["step"] for r in logged] == [0, 1, 2] and not undocumented_metrics(logged)
-    assert 0.0 <= logged[0]["eval/add2/accuracy"] <= 1.0 and "eval/accuracy" in logged[0]
+    assert 0.0 <= logged[0]["eval/add4/accuracy"] <= 1.0 and "eval/accuracy" in logged[0]
     assert [(a["step"], a["kind"]) for a in rows(run_dir / "alerts.jsonl")] == [(2, "reward_stagnation")]

@@ -1,18 +1,22 @@
 """``flywheel replay RUN_DIR --step N``: step N's training again, from its rollout dump
-(``rollouts/step_N.parquet``) and the trainer as it was before the step (the checkpoint of step N - 1, or
-the initial model for step 1): the batch is rebuilt from the dumped episodes, one train_step runs, and its
-loss and gradient norm are compared with what metrics.jsonl logged (equal in fp32 on CPU)."""
+(``rollouts/step_NNNNNN.parquet``) and the trainer as it was before the step (the checkpoint of step N - 1,
+or the initial model for step 1): the batch is rebuilt from the dump (tokens, engine logprobs, the loss
+mask and advantages it trained with), one train_step runs, and its loss and gradient norm are compared
+with what metrics.jsonl logged (equal in fp32 on CPU). Critic algorithms (PPO) are not covered: the dump
+holds no value targets."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import torch
+
+from flywheel.algorithms import make_algorithm
 from flywheel.config import Config, ConfigError, load_config
-from flywheel.types import Completion, Episode
+from flywheel.types import Completion, Episode, TrainBatch, collate
 
 COMPARED = ("loss/policy", "train/grad_norm")
 
@@ -35,32 +39,36 @@ class ReplayResult:
         return "\n".join(lines)
 
 
-def dumped_groups(path: Path) -> list[list[Episode]]:
-    """The step's episodes as the trainer got them: groups of consecutive rows of one stream position."""
+def dumped_batch(path: Path, pad_id: int) -> TrainBatch:
+    """The step's TrainBatch from its dump: the episodes' tokens and engine logprobs, collated in the
+    trained order, with the loss mask and advantages the step trained with (float64 in the file, float32
+    when trained: the round trip is exact)."""
     import pyarrow.parquet as pq
 
-    groups: list[list[Episode]] = []
-    last = None
-    for row in pq.read_table(path).to_pylist():
-        completion = Completion(
-            token_ids=list(row["completion_ids"]),
-            logprobs=list(row["engine_logprobs"]),
-            text=row["completion"],
-            weight_versions=tuple(None if v < 0 else v for v in row["weight_versions"]),
-            truncated=row["truncated"],
-            loss_mask=tuple(row["loss_mask"]),
+    rows = pq.read_table(path).to_pylist()
+    episodes = [
+        Episode(
+            list(r["prompt_ids"]),
+            Completion(list(r["completion_ids"]), list(r["engine_logprobs"]), r["completion"], (), r["truncated"]),
+            r["reward"],
+            r["error"],
         )
-        episode = Episode(list(row["prompt_ids"]), completion, row["reward"], row["error"])
-        if row["position"] != last:
-            groups.append([])
-            last = row["position"]
-        groups[-1].append(episode)
-    return groups
+        for r in rows
+    ]
+    batch = collate(episodes, pad_id)
+    mask, advantages = torch.zeros_like(batch.loss_mask), torch.zeros_like(batch.advantages)
+    for i, r in enumerate(rows):
+        span = slice(len(r["prompt_ids"]), len(r["prompt_ids"]) + len(r["completion_ids"]))
+        mask[i, span] = torch.tensor(r["loss_mask"], dtype=mask.dtype)
+        advantages[i, span] = torch.tensor(r["advantages"], dtype=advantages.dtype)
+    return replace(batch, loss_mask=mask, advantages=advantages)
 
 
 def replay_inputs(run_dir: Path, step: int) -> tuple[Config, Path, Path | None, dict]:
     """(config, dump, checkpoint or None for the initial model, logged row); ConfigError names what is missing."""
     config = load_config(run_dir / "config.yaml")
+    if make_algorithm(config.algorithm).needs_critic:
+        raise ConfigError(f"replay covers critic-free algorithms; {config.algorithm.name} trains a critic whose targets the dump does not hold")
     dump = run_dir / "rollouts" / f"step_{step:06d}.parquet"
     if not dump.is_file():
         raise ConfigError(f"step {step} of {run_dir} has no rollout dump ({dump}); dumped steps are multiples of monitor.dump_every")
@@ -100,12 +108,8 @@ def replay(run_dir: Path, step: int) -> ReplayResult:
 async def _train_again(config: Config, trainer, dump: Path, checkpoint: Path | None) -> dict[str, float]:
     from transformers import AutoTokenizer
 
-    from flywheel.algorithms import make_algorithm
-    from flywheel.algorithms.batch import build_batch
-
     if checkpoint is not None:
         await trainer.restore(str(checkpoint))
-    pad_id = AutoTokenizer.from_pretrained(config.model.path).pad_token_id
-    batch = await build_batch(dumped_groups(dump), make_algorithm(config.algorithm), pad_id, trainer)
+    batch = dumped_batch(dump, AutoTokenizer.from_pretrained(config.model.path).pad_token_id)
     metrics = await trainer.train_step(batch)
-    return {name: value if math.isfinite(value) else float("nan") for name, value in metrics.items()}
+    return {name: float(metrics[name]) for name in COMPARED}
