@@ -1,7 +1,23 @@
 """flywheel: RL post-training for LLMs on Ray and vLLM. The Python API (``flywheel.api``):
-``from flywheel import Config, train, evaluate``."""
+``from flywheel import Config, train, evaluate``.
 
-from flywheel.api import RunResult, evaluate, train
-from flywheel.config import Config, ConfigError
+The names load on first use: importing a submodule (a sandbox or verifier worker imports
+``flywheel.rewards...``) does not import the config, torch or the controller."""
+
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["Config", "ConfigError", "RunResult", "evaluate", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Config", "ConfigError"):
+        from flywheel import config
+
+        return getattr(config, name)
+    if name in ("RunResult", "evaluate", "train"):
+        from flywheel import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'flywheel' has no attribute {name!r}")
