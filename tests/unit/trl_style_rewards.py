@@ -60,7 +60,7 @@ async def async_reward_func(prompts, completions, **kwargs):
     return [1.0 if completion else 0.0 for completion in completions]
 
 
-def gsm8k_accuracy_reward(completions, answer, **kwargs):
+def solution_accuracy_reward(completions, answer, **kwargs):
     """1.0 when the completion's last number is the solution's '#### N' (the answer column, as TRL passes it)."""
     solutions = [text.split("####")[-1].strip().replace(",", "") for text in answer]
     guesses = [re.findall(r"-?\d+", completion) for completion in completions]
