@@ -66,10 +66,11 @@ class TaskConfig(Section):
     grader: str = Field(
         "exact",
         min_length=1,
-        description="What scores an answer: exact, numeric, math, code, judge, or 'module:function' (fn(answer, reference, **columns)).",
+        description="What scores an answer: exact, numeric, math, code, judge, or 'module:function' (fn(answer, reference, row) -> float).",
     )
     grader_args: dict[str, Any] = Field(
-        {}, description="Keyword arguments of the grader: numeric (rel_tol, abs_tol), code (function_column, cases_column, sandbox_cgroup)."
+        {},
+        description="Keyword arguments of the grader: numeric (rel_tol, abs_tol), math (timeout_s), code (function_column, cases_column, sandbox_cgroup).",
     )
     answer_extraction: Literal["boxed", "tag", "last_number", "gsm8k", "whole"] = Field(
         "whole",

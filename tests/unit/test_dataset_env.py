@@ -174,3 +174,35 @@ def test_the_cli_names_a_missing_column_and_exits_2(tmp_path):
         f"'{TRAIN}' (its columns: question, answer); set task.prompt_column to one of them"
     )
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
+
+
+def test_code_rows_run_their_hidden_tests_in_the_sandbox(tmp_path):
+    cases = [[[2, 3], 5], [[-1, 1], 0], [[10, 5], 15], [[0, 0], 0]]
+    rows = [{"prompt": "Write add(a, b).", "fn": "add", "tests": cases}, {"prompt": "Write add(a, b) again.", "fn": "add", "tests": cases}]
+    overrides = [f"task.dataset={jsonl(tmp_path / 'code.jsonl', rows)}", "task.answer_column=null", "task.grader=code", "task.eval_size=1"]
+    tasks = load_tasks(load_config(None, [*overrides, "task.grader_args={function_column: fn, cases_column: tests}"]))
+    env = tasks.env_factory()
+    env.reset(tasks.train[0])
+    # a + b when a > 0, else a * b: (-1, 1) gives -1, the other three pass
+    assert env.step("```python\ndef add(a, b):\n    return a + b if a > 0 else a * b\n```").reward == 0.75
+
+
+def test_a_user_grader_in_a_file_gets_the_rows_columns(tmp_path):
+    grader = tmp_path / "grading.py"
+    grader.write_text("def close_enough(answer, reference, row):\n    return 1.0 if answer == reference + ' ' + row['unit'] else 0.25\n")
+    rows = [{"prompt": "How far?", "answer": "3", "unit": "km"}, {"prompt": "How long?", "answer": "2", "unit": "h"}]
+    config = load_config(
+        None, [f"task.dataset={jsonl(tmp_path / 'rows.jsonl', rows)}", f"task.grader={grader}:close_enough", "task.eval_size=1", "task.seed=0"]
+    )
+    tasks = load_tasks(config)
+    env, task = tasks.env_factory(), tasks.train[0]
+    env.reset(task)
+    right = f"{task.answer} {task.metadata['columns']['unit']}"
+    assert env.step(right).reward == 1.0
+    env.reset(task)
+    assert env.step("far").reward == 0.25
+
+
+def test_the_judge_grader_loads_with_the_judge_on():
+    config = load_config(None, [*WORD_PROBLEMS, "task.grader=judge", "reward.judge.enabled=true"])
+    assert (config.task.grader, config.reward.judge.enabled) == ("judge", True)

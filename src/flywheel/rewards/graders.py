@@ -2,11 +2,11 @@
 
     exact          1.0 when the answer is exactly the reference (rewards/exact.py)
     numeric        1.0 when the answer's last number equals the reference's within rel_tol / abs_tol (rewards/verifiers.py)
-    math           1.0 when math-verify finds \\boxed{answer} equivalent to the reference (rewards/verifiers.py, a worker process)
+    math           1.0 when math-verify finds \\boxed{answer} equivalent to the reference within timeout_s (rewards/verifiers.py, a worker process)
     code           the pass rate of the hidden tests in the row's cases column, run in the sandbox (rewards/code.py);
                    the function's name is in function_column, the cases ([args, expected] pairs) in cases_column
     judge          0.0 here: the LLM judge of the reward pipeline (reward.judge, which must be enabled) gives the score
-    module:function   your function ``fn(answer, reference, **columns) -> float`` (``path/to/file.py:function`` too)
+    module:function   your function ``fn(answer, reference, row) -> float``, row: every column but the prompt (``path/to/file.py:function`` too)
 
 An answer the extraction rule did not find (None) scores 0 under every grader but ``module:function``,
 which receives it as None. ``grader_args`` are the keyword arguments of the grader's factory below.
@@ -14,14 +14,16 @@ which receives it as None. ``grader_args`` are the keyword arguments of the grad
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import json
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from flywheel.rewards.exact import exact_match_reward
 from flywheel.rewards.user_functions import load_function
-from flywheel.rewards.verifiers import numeric_reward
+from flywheel.rewards.verifiers import MathVerifier, numeric_reward
 
 Grader = Callable[[str | None, str, dict[str, Any]], float]
 
@@ -34,10 +36,17 @@ def numeric(rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> Grader:
     return lambda answer, reference, columns: 0.0 if answer is None else numeric_reward(answer, reference, rel_tol, abs_tol)
 
 
-def math() -> Grader:
-    from flywheel.envs.math_env import shared_verifier
+def math(timeout_s: float = 5.0) -> Grader:
+    verifier = _math_verifier(timeout_s)
+    return lambda answer, reference, columns: 0.0 if answer is None else verifier(f"\\boxed{{{answer}}}", reference)
 
-    return lambda answer, reference, columns: 0.0 if answer is None else shared_verifier()(f"\\boxed{{{answer}}}", reference)
+
+@cache
+def _math_verifier(timeout_s: float) -> MathVerifier:
+    """One math-verify worker per process and time limit, closed at exit (a check past the limit scores 0)."""
+    verifier = MathVerifier(timeout_s=timeout_s)
+    atexit.register(verifier.close)
+    return verifier
 
 
 def code(function_column: str = "function", cases_column: str = "cases", sandbox_cgroup: str = "required") -> Grader:
@@ -64,7 +73,7 @@ def make_grader(name: str, args: dict[str, Any]) -> Grader:
     if name in GRADERS:
         return GRADERS[name](**args)
     fn = load_function(name)
-    return lambda answer, reference, columns: fn(answer, reference, **columns)
+    return lambda answer, reference, columns: fn(answer, reference, dict(columns))
 
 
 def needed_columns(name: str, args: dict[str, Any]) -> list[str]:
