@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic.types import Discriminator
 
@@ -45,9 +45,80 @@ class TaskConfig(Section):
     )
     env_args: dict[str, Any] = Field({}, description="Keyword arguments of the environment (make_env(name, **env_args)).")
     imports: list[str] = Field([], description="Python modules imported before the environment is made: where your own @register_env classes live.")
-    train_size: int = Field(5000, ge=1, description="Tasks in the train split.")
-    eval_size: int = Field(200, ge=1, description="Tasks in the held-out eval split.")
+    train_size: int = Field(5000, ge=1, description="Tasks in the train split (with task.dataset: unused, every row of the file trains).")
+    eval_size: int = Field(
+        200, ge=1, description="Tasks in the held-out eval split (with task.dataset: rows held out of it, or at most this many of task.eval_dataset)."
+    )
     seed: int = Field(0, description="Seed of the splits.")
+    dataset: str | None = Field(
+        None,
+        description="Train on the rows of this file (JSONL, Parquet, CSV, or a datasets save_to_disk directory) with the 'dataset' environment; "
+        "task.name may then be left out.",
+    )
+    eval_dataset: str | None = Field(
+        None, description="The held-out rows, in a file like task.dataset; null: task.eval_size rows of task.dataset, by task.seed."
+    )
+    prompt_column: str = Field("prompt", min_length=1, description="Column of the prompt: text, or a list of {role, content} chat messages.")
+    answer_column: str | None = Field("answer", description="Column of the reference answer; null: none (a judge or your own grader).")
+    system_prompt: str | None = Field(
+        None, description="System message rendered first through the model's chat template (unless a prompt has its own)."
+    )
+    grader: str = Field(
+        "exact",
+        min_length=1,
+        description="What scores an answer: exact, numeric, math, code, judge, or 'module:function' (fn(answer, reference, row) -> float).",
+    )
+    grader_args: dict[str, Any] = Field(
+        {},
+        description="Keyword arguments of the grader: numeric (rel_tol, abs_tol), math (timeout_s), code (function_column, cases_column, sandbox_cgroup).",
+    )
+    answer_extraction: Literal["boxed", "tag", "last_number", "gsm8k", "whole"] = Field(
+        "whole",
+        description="Where the answer is in the model's final message: the last \\boxed{}, the last <answer_tag>, the last number, the #### line, or all of it.",
+    )
+    answer_tag: str = Field("answer", min_length=1, description="The tag of the 'tag' extraction: <answer>...</answer> by default.")
+    reference_extraction: Literal["boxed", "tag", "last_number", "gsm8k", "whole"] = Field(
+        "whole", description="Where the reference is in the answer column's text (gsm8k: GSM8K's worked solution ending in '#### N')."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dataset_names_its_env(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("dataset") is not None and "name" not in data:
+            return {**data, "name": "dataset"}
+        return data
+
+    @model_validator(mode="after")
+    def _dataset_keys_fit(self) -> TaskConfig:
+        fields = type(self).model_fields
+        if self.dataset is None:
+            unused = [key for key in DATASET_KEYS if getattr(self, key) != fields[key].default]
+            if unused:
+                raise ValueError(f"task.{unused[0]} does nothing without task.dataset; set task.dataset to the file of prompts and answers")
+            if self.name == "dataset":
+                raise ValueError("task.name 'dataset' needs task.dataset: the path of a JSONL, Parquet or CSV file or a save_to_disk directory")
+            return self
+        if self.name != "dataset":
+            raise ValueError(f"task.dataset is read by the 'dataset' environment, not {self.name!r}: leave task.name out (or set it to 'dataset')")
+        if self.train_size != fields["train_size"].default:
+            raise ValueError("task.train_size does nothing with task.dataset (every row of the file is a train task); remove it")
+        if "tag" not in (self.answer_extraction, self.reference_extraction) and self.answer_tag != fields["answer_tag"].default:
+            raise ValueError("task.answer_tag does nothing unless task.answer_extraction or task.reference_extraction is 'tag'")
+        if both := sorted(set(self.env_args) & {"dataset", *DATASET_KEYS}):
+            raise ValueError(f"task.env_args.{both[0]}: set task.{both[0]} instead")
+        return self
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """What make_env(task.name, ...) receives: env_args, and with task.dataset the dataset keys."""
+        if self.dataset is None:
+            return dict(self.env_args)
+        return {**self.env_args, "dataset": self.dataset, **{key: getattr(self, key) for key in DATASET_KEYS}}
+
+
+#: TaskConfig keys read by the 'dataset' environment besides task.dataset.
+DATASET_KEYS = (
+    "eval_dataset", "prompt_column", "answer_column", "system_prompt", "grader", "grader_args", "answer_extraction", "answer_tag", "reference_extraction",
+)  # fmt: skip
 
 
 class RolloutConfig(Section):
@@ -233,7 +304,26 @@ class RewardModelConfig(Section):
     max_length: int = Field(2048, ge=1, description="Longer texts keep their last max_length tokens.")
 
 
+class RewardFunctionConfig(Section):
+    name: str = Field(
+        min_length=1,
+        description="A TRL-style reward function, 'module:function' or 'path/to/file.py:function': fn(prompts, completions, completion_ids, "
+        "trainer_state, **columns) -> list[float | None].",
+    )
+    weight: float = Field(1.0, allow_inf_nan=False, description="Its weight in the reward (TRL's reward_weights).")
+
+    @property
+    def metric(self) -> str:
+        """Its sub-score's name: the function's name, as TRL logs reward/<name>/mean."""
+        return self.name.rpartition(":")[2]
+
+
 class RewardConfig(Section):
+    functions: list[RewardFunctionConfig] = Field(
+        [],
+        description="TRL reward functions added to the reward, each 'module:function' (weight 1) or {name: 'module:function', weight: w}; "
+        "None for a sample adds nothing (TRL's rule).",
+    )
     guards: tuple[str, ...] | None = Field(
         None,
         description="Reward-hacking guards to run on every completion, by name (flywheel.rewards.guards); null: the environment's own (code guards for python_code) plus the judge guards when the judge is on.",
@@ -249,10 +339,19 @@ class RewardConfig(Section):
     judge: JudgeConfig = JudgeConfig()
     reward_model: RewardModelConfig = RewardModelConfig()
 
+    @field_validator("functions", mode="before")
+    @classmethod
+    def _plain_names(cls, value: Any) -> Any:
+        return [{"name": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
+
     @model_validator(mode="after")
     def _unique_guards(self) -> RewardConfig:
         if self.guards is not None and len(set(self.guards)) != len(self.guards):
             raise ValueError(f"reward.guards names a guard twice: {list(self.guards)}")
+        names = [f.metric for f in self.functions]
+        taken = [n for i, n in enumerate(names) if n in names[:i] or n in ("task", "judge", "reward_model")]
+        if taken:
+            raise ValueError(f"reward.functions: the name {taken[0]!r} is taken (metrics are reward/<function name>/mean); rename the function")
         return self
 
 
@@ -312,6 +411,8 @@ class Config(Section):
         buffer = getattr(self.algorithm, "overlong_buffer", 0)
         if buffer > self.rollout.max_new_tokens:
             raise ValueError(f"algorithm.overlong_buffer ({buffer}) must not exceed rollout.max_new_tokens ({self.rollout.max_new_tokens})")
+        if self.task.dataset is not None and self.task.grader == "judge" and not self.reward.judge.enabled:
+            raise ValueError("task.grader 'judge' scores with the LLM judge: set reward.judge.enabled=true (and its endpoint or engine)")
         return self
 
 
@@ -426,7 +527,8 @@ def config_from_dict(tree: dict[str, Any], overrides: list[str] = (), path: str 
             f"eval.engines needs a weight transport that engines can join at any time (weights.name=file), not weights.name={config.weights.name}"
         )
     evals = [f"eval.environments.{key}: {problem}" for key, task in config.eval.environments.items() if (problem := _task_problem(task))]
-    for problem in (_task_problem(config.task), *evals, _guards_problem(config.reward.guards), model_problem(config.model.path)):
+    problems = (_task_problem(config.task), *evals, _functions_problem(config.reward.functions), _guards_problem(config.reward.guards))
+    for problem in (*problems, model_problem(config.model.path)):
         if problem:
             raise ConfigError(problem)
     return config
@@ -448,9 +550,25 @@ def _task_problem(task: TaskConfig) -> str | None:
     if task.name not in known_envs():
         return f"unknown task.name {task.name!r}: use one of the environments {', '.join(known_envs())} (or add the module registering yours to task.imports)"
     try:
-        inspect.signature(env_factory(task.name)).bind(**task.env_args)
+        inspect.signature(env_factory(task.name)).bind(**task.env_kwargs())
     except TypeError as error:
         return f"task.env_args do not fit environment {task.name!r}: {error}"
+    if task.dataset is not None:
+        from flywheel.envs.dataset import dataset_problem
+
+        return dataset_problem(**task.env_kwargs())
+    return None
+
+
+def _functions_problem(functions: list[RewardFunctionConfig]) -> str | None:
+    """Whether every reward function can be imported (importing its module, as task.imports does)."""
+    from flywheel.rewards.user_functions import load_function
+
+    for function in functions:
+        try:
+            load_function(function.name)
+        except ValueError as error:
+            return f"reward.functions: {error}"
     return None
 
 

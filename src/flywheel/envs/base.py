@@ -57,8 +57,9 @@ class Environment(Protocol):
         """``size`` tasks of this environment, the same for the same seed."""
         ...
 
-    def reset(self, task: Task) -> str:
-        """Starts an episode of ``task``; returns the first user message."""
+    def reset(self, task: Task) -> str | list[dict[str, str]]:
+        """Starts an episode of ``task``; returns the first user message (or the whole prompt as
+        ``{role, content}`` chat messages)."""
         ...
 
     def step(self, model_text: str) -> StepResult:

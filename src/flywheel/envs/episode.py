@@ -37,11 +37,14 @@ class Renderer:
         self.chat = tokenizer.chat_template is not None
         self.special_ids = set(tokenizer.all_special_ids)
 
-    def prompt(self, user: str) -> tuple[list[int], list[Message]]:
-        """Ids of the first user message with the generation prompt, and the conversation so far."""
-        messages = self.system + [{"role": "user", "content": user}]
+    def prompt(self, user: str | list[Message]) -> tuple[list[int], list[Message]]:
+        """Ids of the first user message (or of a whole prompt of chat messages) with the generation
+        prompt, and the conversation so far. The system prompt comes first unless the messages start
+        with their own; without a chat template, the messages' contents are joined by newlines."""
+        given = [{"role": "user", "content": user}] if isinstance(user, str) else [dict(m) for m in user]
+        messages = (self.system if given[0]["role"] != "system" else []) + given
         if not self.chat:
-            return self.tokenizer.encode(user), messages
+            return self.tokenizer.encode(user if isinstance(user, str) else "\n".join(m["content"] for m in given)), messages
         return self._encode(self._render(messages)), messages
 
     def env_turn(self, conversation: list[Message], model_ids: Sequence[int], env_messages: list[Message]) -> list[int]:

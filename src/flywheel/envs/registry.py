@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from flywheel.envs.base import Environment
 
 _REGISTRY: dict[str, Callable[..., Environment]] = {}
-_BUILTIN_MODULES = ("arithmetic", "calculator", "python_code", "math_env", "reasoning_gym_env")
+_BUILTIN_MODULES = ("arithmetic", "calculator", "python_code", "math_env", "reasoning_gym_env", "dataset")
 
 T = TypeVar("T", bound=Callable[..., Environment])
 

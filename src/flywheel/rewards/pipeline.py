@@ -3,7 +3,8 @@ then the hacking alert.
 
     reward = rubric.total + sum(scorer.weight * scorer score)  ->  guards (flag | penalize | zero)
 
-Metrics: `reward/<name>/mean` for every sub-score (unweighted), the scorers' own metrics (`judge/...`), and
+A scorer may answer None for a completion it does not apply to (TRL's rule): it adds nothing to that total.
+Metrics: `reward/<name>/mean` for every sub-score (unweighted, over the completions it applies to; absent when none), the scorers' own metrics (`judge/...`), and
 `hacking/<guard>_rate` + `hacking/any_rate`. A completion is the model's own text (its last turn, never an
 environment's); a task is a dict: the task's `prompt` (the question), `answer` (the reference, when present),
 its metadata (e.g. `visible_inputs` for the guards) and `model_turns` (every model turn). The judge reads the
@@ -24,8 +25,10 @@ from flywheel.rewards.guards import Guard, HackingAlert, apply_guards, default_g
 from flywheel.rewards.judge import Judge, JudgeItem, OpenAIBackend
 from flywheel.rewards.rubric import Rubric
 
-#: Scores a batch of (completion, task) pairs: one float per completion, and metrics of the call (or a coroutine of them).
-BatchRewardFn = Callable[[Sequence[str], Sequence[dict]], tuple[list[float], dict[str, float]] | Awaitable[tuple[list[float], dict[str, float]]]]
+#: Scores a batch of (completion, task) pairs: one float per completion (None: does not apply, adds nothing), and
+#: metrics of the call (or a coroutine of them).
+Scores = tuple[list[float | None], dict[str, float]]
+BatchRewardFn = Callable[[Sequence[str], Sequence[dict]], Scores | Awaitable[Scores]]
 
 
 @dataclass(frozen=True)
@@ -116,10 +119,10 @@ class RewardPipeline:
             values, extra = await scored if inspect.isawaitable(scored) else scored
             if len(values) != n:
                 raise ValueError(f"scorer {scorer.name!r} returned {len(values)} scores for {n} completions")
-            totals = [t + scorer.weight * v for t, v in zip(totals, values)]
-            subs[f"reward/{scorer.name}"] = list(values)
+            totals = [t if v is None else t + scorer.weight * v for t, v in zip(totals, values)]
+            subs[f"reward/{scorer.name}"] = [v for v in values if v is not None]
             metrics |= extra
-        metrics |= {f"{key}/mean": sum(values) / max(n, 1) for key, values in subs.items()}
+        metrics |= {f"{key}/mean": sum(values) / len(values) for key, values in subs.items() if values}
         report = apply_guards(completions, self.guards, self.mode, rewards=totals, tasks=tasks, penalty=self.penalty)
         if self.guards:
             metrics |= report.metrics

@@ -15,13 +15,19 @@ import re
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\.\d+")
 
 
+def last_number_text(text: str) -> str | None:
+    """The last number written in ``text`` as written, thousands separators removed, or None."""
+    found = _NUMBER.findall(text)
+    return found[-1].replace(",", "") if found else None
+
+
 def last_number(text: str) -> float | None:
     """The last number written in ``text`` (thousands separators allowed), or None."""
-    found = _NUMBER.findall(text)
-    if not found:
+    found = last_number_text(text)
+    if found is None:
         return None
     try:
-        return float(found[-1].replace(",", ""))
+        return float(found)
     except ValueError:
         return None
 

@@ -1,5 +1,6 @@
-"""The run's reward pipeline from config: the environment's grade, a reward model in its own Ray actor, an LLM
-judge (an endpoint, the policy's engine or an engine of its own), and the guards; and what stops the actors."""
+"""The run's reward pipeline from config: the environment's grade, TRL reward functions (reward.functions), a reward
+model in its own Ray actor, an LLM judge (an endpoint, the policy's engine or an engine of its own), and the guards;
+and what stops the actors."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from flywheel.config import Config
 from flywheel.engines.base import Engine
 from flywheel.rewards.judge import EngineBackend, Judge
 from flywheel.rewards.pipeline import RewardPipeline, Scorer, resolve_guards, reward_model_scorer
+from flywheel.rewards.trl_functions import trl_scorer
+from flywheel.rewards.user_functions import load_function
 
 
 def task_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float], dict[str, float]]:
@@ -20,7 +23,7 @@ def task_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float],
 
 
 def reward_pipeline(config: Config, env_guards: Sequence[str], policy_engine: Engine) -> tuple[RewardPipeline | None, Callable[[], None]]:
-    """The configured reward pipeline (the task's grade + judge + reward model, then the guards) and
+    """The configured reward pipeline (the task's grade + reward functions + judge + reward model, then the guards) and
     a function stopping the actors it started (reward model, judge engine); None when ``reward``
     configures nothing beyond the task's grade."""
     r = config.reward
@@ -33,9 +36,10 @@ def reward_pipeline(config: Config, env_guards: Sequence[str], policy_engine: En
         for engine in engines:
             engine.shutdown()
 
-    if not (resolve_guards(r, env_guards) or r.judge.enabled or r.reward_model.path):
+    if not (resolve_guards(r, env_guards) or r.judge.enabled or r.reward_model.path or r.functions):
         return None, stop
     scorers, judge = [Scorer("task", task_scores)], None
+    scorers += [trl_scorer(load_function(f.name), f.metric, f.weight) for f in r.functions]
     if r.reward_model.path:
         from flywheel.rewards.reward_model import RewardModel
 

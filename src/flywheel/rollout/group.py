@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -182,10 +183,11 @@ class _PromptCache:
     def __init__(self, renderer: Renderer) -> None:
         self.renderer, self.rendered = renderer, {}
 
-    def transcript(self, user: str) -> Transcript:
-        if user not in self.rendered:
-            self.rendered[user] = self.renderer.prompt(user)
-        ids, messages = self.rendered[user]
+    def transcript(self, user: str | list[dict[str, str]]) -> Transcript:
+        key = user if isinstance(user, str) else json.dumps(user)
+        if key not in self.rendered:
+            self.rendered[key] = self.renderer.prompt(user)
+        ids, messages = self.rendered[key]
         return Transcript(list(ids), [dict(m) for m in messages])
 
 

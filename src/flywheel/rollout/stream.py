@@ -92,7 +92,7 @@ def load_tasks(config: Config) -> TaskSet:
     """The environment's train and held-out splits: its own ``splits`` when it has one, else eval
     tasks from another seed, minus any train prompt."""
     t = config.task
-    factory = partial(make_env, t.name, **t.env_args)
+    factory = partial(make_env, t.name, **t.env_kwargs())
     env = factory()
     if hasattr(env, "splits"):
         return TaskSet(*env.splits(t.train_size, t.eval_size, t.seed), factory, bool(env.tools))
@@ -263,8 +263,23 @@ class RolloutStream:
 
 def task_record(task: Task, episode: EnvEpisode) -> dict:
     """What the reward pipeline knows of an episode's task: prompt, reference answer, metadata, the
-    environment's own grade, and the model's turns (never the environment's text)."""
-    return {"prompt": task.prompt, "answer": task.answer, **task.metadata, "reward": episode.reward, "model_turns": episode.model_turns}
+    environment's own grade, the model's turns (never the environment's text) and the ids of the
+    model's tokens (``completion_ids``)."""
+    completion = episode.completion
+    mask = completion.loss_mask or (1,) * len(completion.token_ids)
+    ids = [t for t, m in zip(completion.token_ids, mask) if m]
+    return {
+        "prompt": task.prompt,
+        "answer": task.answer,
+        **task.metadata,
+        "reward": episode.reward,
+        "model_turns": episode.model_turns,
+        "completion_ids": ids,
+    }
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 async def score_group(
@@ -309,7 +324,8 @@ async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Gro
         dump(group, "uninformative", plan.trainer_version)
     staleness = [plan.trainer_version - e.completion.weight_version for g in kept for e in g.episodes if e.completion.token_ids] or [0]
     keys = set().union(*(g.metrics for g in kept))  # groups are equal-sized: the mean of means is the mean
-    metrics = {key: sum(g.metrics.get(key, 0.0) for g in kept) / len(kept) for key in sorted(keys)} | {
+    # over the groups that report it (a TRL function returning None for a whole group reports nothing)
+    metrics = {key: _mean([g.metrics[key] for g in kept if key in g.metrics]) for key in sorted(keys)} | {
         "rollout/dropped_stale": plan.stale,
         "rollout/dropped_invalid_groups": plan.invalid,
         "rollout/invalid_frac": sum(plan.errors.values()) / plan.episodes,

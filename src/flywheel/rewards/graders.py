@@ -1,0 +1,104 @@
+"""Graders of a dataset task, by name: each maps (extracted answer, reference answer, the row's columns) to a reward.
+
+    exact          1.0 when the answer is exactly the reference (rewards/exact.py)
+    numeric        1.0 when the answer's last number equals the reference's within rel_tol / abs_tol (rewards/verifiers.py)
+    math           1.0 when math-verify finds \\boxed{answer} equivalent to the reference within timeout_s (rewards/verifiers.py, a worker process)
+    code           the pass rate of the hidden tests in the row's cases column, run in the sandbox (rewards/code.py);
+                   the function's name is in function_column, the cases ([args, expected] pairs) in cases_column
+    judge          0.0 here: the LLM judge of the reward pipeline (reward.judge, which must be enabled) gives the score
+    module:function   your function ``fn(answer, reference, row) -> float``, row: every column but the prompt (``path/to/file.py:function`` too)
+
+An answer the extraction rule did not find (None) scores 0 under every grader but ``module:function``,
+which receives it as None. ``grader_args`` are the keyword arguments of the grader's factory below.
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import json
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from flywheel.rewards.exact import exact_match_reward
+from flywheel.rewards.user_functions import load_function
+from flywheel.rewards.verifiers import MathVerifier, numeric_reward
+
+Grader = Callable[[str | None, str, dict[str, Any]], float]
+
+
+def exact() -> Grader:
+    return lambda answer, reference, columns: 0.0 if answer is None else exact_match_reward(answer, reference)
+
+
+def numeric(rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> Grader:
+    return lambda answer, reference, columns: 0.0 if answer is None else numeric_reward(answer, reference, rel_tol, abs_tol)
+
+
+def math(timeout_s: float = 5.0) -> Grader:
+    verifier = _math_verifier(timeout_s)
+    return lambda answer, reference, columns: 0.0 if answer is None else verifier(f"\\boxed{{{answer}}}", reference)
+
+
+@cache
+def _math_verifier(timeout_s: float) -> MathVerifier:
+    """One math-verify worker per process and time limit, closed at exit (a check past the limit scores 0)."""
+    verifier = MathVerifier(timeout_s=timeout_s)
+    atexit.register(verifier.close)
+    return verifier
+
+
+def code(function_column: str = "function", cases_column: str = "cases", sandbox_cgroup: str = "required") -> Grader:
+    from flywheel.envs.python_code import shared_sandbox
+    from flywheel.rewards.code import hidden_tests_reward
+
+    def grade(answer: str | None, reference: str, columns: dict[str, Any]) -> float:
+        cases = columns[cases_column]
+        cases = json.loads(cases) if isinstance(cases, str) else cases  # a CSV cell holds JSON text
+        return 0.0 if answer is None else hidden_tests_reward(shared_sandbox(sandbox_cgroup), answer, columns[function_column], cases)[0]
+
+    return grade
+
+
+def judge() -> Grader:
+    return lambda answer, reference, columns: 0.0
+
+
+GRADERS: dict[str, Callable[..., Grader]] = {"exact": exact, "numeric": numeric, "math": math, "code": code, "judge": judge}
+
+
+def make_grader(name: str, args: dict[str, Any]) -> Grader:
+    """The grader called ``name`` (a built-in, or ``module:function``) with its ``args``."""
+    if name in GRADERS:
+        return GRADERS[name](**args)
+    fn = load_function(name)
+    return lambda answer, reference, columns: fn(answer, reference, dict(columns))
+
+
+def needed_columns(name: str, args: dict[str, Any]) -> list[str]:
+    """Columns a grader reads besides the answer."""
+    if name != "code":
+        return []
+    bound = inspect.signature(code).bind(**args)
+    bound.apply_defaults()
+    return [bound.arguments["function_column"], bound.arguments["cases_column"]]
+
+
+def grader_problem(name: str, args: dict[str, Any]) -> str | None:
+    """One sentence on a grader name or grader_args that cannot work, or None (imports a user function's module)."""
+    if name not in GRADERS:
+        if ":" not in name:
+            return f"unknown task.grader {name!r}: use one of {', '.join(GRADERS)}, or 'module:function' for your own"
+        if args:
+            return f"task.grader_args do nothing for a user grader ({name}); remove them"
+        try:
+            load_function(name)
+        except ValueError as error:
+            return f"task.grader: {error}"
+        return None
+    try:
+        inspect.signature(GRADERS[name]).bind(**args)
+    except TypeError as error:
+        return f"task.grader_args do not fit grader {name!r}: {error}"
+    return None
