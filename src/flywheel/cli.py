@@ -1,4 +1,4 @@
-"""flywheel command line: ``flywheel train CONFIG [section.key=value ...]``.
+"""flywheel command line: ``flywheel train CONFIG [section.key=value ...]``, ``flywheel dashboard RUNS_DIR [--port P] [--host H]``.
 
 Exit codes: 0 the run finished; 2 a config error or a machine that cannot give what the config asks
 (one sentence, nothing started); 3 an alert stopped the run (its config asked for that); 4 a trainer
@@ -23,7 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     train = commands.add_parser("train", help="run RL training from a YAML config")
     train.add_argument("config", help="YAML config file, e.g. configs/quickstart.yaml")
     train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.lr=1e-5")
+    board = commands.add_parser("dashboard", help="serve a web page of the runs under RUNS_DIR (curves, trajectories, timeline, alerts)")
+    board.add_argument("runs_dir", help="a run directory or the directory holding them, e.g. runs")
+    board.add_argument("--port", type=int, default=8600, help="port to serve on (0: a free one); default 8600")
+    board.add_argument("--host", default="127.0.0.1", help="address to bind; default 127.0.0.1 (this machine only)")
     args = parser.parse_args(argv)
+    if args.command == "dashboard":
+        return dashboard(args.runs_dir, args.host, args.port)
     try:
         config = load_config(args.config, args.overrides)
     except ConfigError as exc:
@@ -32,6 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     from flywheel.cluster.mpi import launched_by_mpi, run_rank
 
     return run_rank(config, run) if launched_by_mpi() else run(config)
+
+
+def dashboard(runs_dir: str, host: str, port: int) -> int:
+    """Serves the dashboard until interrupted; 2 when RUNS_DIR is not a directory or the port cannot be bound."""
+    from pathlib import Path
+
+    from flywheel.dashboard.server import serve
+
+    try:
+        serve(Path(runs_dir), host, port)
+    except OSError as exc:  # not a directory, port taken
+        print(f"flywheel: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return 0
 
 
 def run(config: Config) -> int:
