@@ -79,11 +79,17 @@ function namespace(name) {
   return name.includes("/") ? name.split("/")[0] : "other";
 }
 
+// requests in flight are counted on <body data-pending> (0: the page shows what it fetched)
 async function api(path, params = {}) {
-  const response = await fetch(`${path}?${new URLSearchParams(params)}`, { cache: "no-store" });
-  const body = await response.json();
-  if (!response.ok) throw new Error(body.error || response.statusText);
-  return body;
+  document.body.dataset.pending = +(document.body.dataset.pending || 0) + 1;
+  try {
+    const response = await fetch(`${path}?${new URLSearchParams(params)}`, { cache: "no-store" });
+    const body = await response.json();
+    if (!response.ok) throw new Error(body.error || response.statusText);
+    return body;
+  } finally {
+    document.body.dataset.pending -= 1;
+  }
 }
 
 function setStatus(text) {
@@ -251,6 +257,7 @@ function chart(name, series) {
   let [y0, y1] = extent(finite);
   if (x0 === x1) [x0, x1] = [x0 - 1, x1 + 1];
   if (y0 === y1) [y0, y1] = [y0 - (Math.abs(y0) * 0.1 || 1), y1 + (Math.abs(y1) * 0.1 || 1)];
+  else [y0, y1] = [y0 - (y1 - y0) * 0.04, y1 + (y1 - y0) * 0.04]; // points off the frame
   const yTicks = ticks(y0, y1, 5);
   const X = (x) => M.l + ((x - x0) / (x1 - x0)) * (W - M.l - M.r);
   const Y = (y) => H - M.b - ((y - y0) / (y1 - y0)) * (H - M.t - M.b);
