@@ -71,7 +71,7 @@ function ticks(a, b, n) {
   const magnitude = 10 ** Math.floor(Math.log10(span / n));
   const step = [1, 2, 5, 10].map((m) => m * magnitude).find((s) => span / s <= n);
   const out = [];
-  for (let t = Math.ceil(a / step) * step; t <= b + step * 1e-9; t += step) out.push(+t.toPrecision(12));
+  for (let k = Math.ceil(a / step); k <= Math.floor(b / step + 1e-9); k++) out.push(+(k * step).toPrecision(12));
   return out;
 }
 
