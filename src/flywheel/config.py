@@ -151,6 +151,21 @@ class RunConfig(Section):
         return self
 
 
+Tracker = Literal["jsonl", "tensorboard", "mlflow", "wandb", "prometheus"]
+
+
+class MonitorConfig(Section):
+    trackers: list[Tracker] = Field(
+        ["jsonl"],
+        description="Where each step's metrics go: jsonl (metrics.jsonl, always on), tensorboard (tensorboard/), mlflow (a file store in mlflow/), "
+        "wandb (offline, wandb/), prometheus (an HTTP endpoint of gauges).",
+    )
+    prometheus_host: str = Field("127.0.0.1", min_length=1, description="Address the Prometheus endpoint binds to.")
+    prometheus_port: int = Field(0, ge=0, le=65535, description="Port of the Prometheus endpoint; 0: a free one, written to prometheus.txt.")
+    dump_every: int = Field(10, ge=0, description="Write the trained episodes of every N-th step to rollouts/step_NNNNNN.parquet (0: never).")
+    timeline: bool = Field(True, description="Write every actor's spans (generate, train, sync...) of each step to timeline.jsonl.")
+
+
 class JudgeConfig(Section):
     enabled: bool = Field(False, description="Add an LLM judge's score (weighted) to the reward.")
     engine: Literal["endpoint", "policy", "own"] = Field(
@@ -254,6 +269,7 @@ class Config(Section):
     reward: RewardConfig = RewardConfig()
     run: RunConfig = RunConfig()
     cluster: ClusterConfig = ClusterConfig()
+    monitor: MonitorConfig = MonitorConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:

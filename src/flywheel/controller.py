@@ -42,9 +42,12 @@ from flywheel.config import Config
 from flywheel.envs.registry import env_factory
 from flywheel.eval.heldout import eval_metrics
 from flywheel.monitor.faults import FaultLog
-from flywheel.monitor.metrics import MetricsLog
 from flywheel.monitor.progress import RunProgress
+from flywheel.monitor.rollout_parquet import dump_path, rollout_rows, write_rollouts
 from flywheel.monitor.run_dir import RolloutDump, newest_checkpoint, open_run
+from flywheel.monitor.timed_engine import timed_router
+from flywheel.monitor.timeline import Timeline
+from flywheel.monitor.trackers import Trackers
 from flywheel.rewards.wiring import reward_pipeline
 from flywheel.rollout.router import EngineRouter
 from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, load_tasks, take_batch
@@ -142,14 +145,16 @@ async def _train(config: Config, workers: Workers) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     tasks, algorithm = load_tasks(config), make_algorithm(config.algorithm)
     trainer = workers.trainer
-    router = EngineRouter(workers.engines, workers.restart_engine, config.rollout.max_engine_restarts)
+    timeline = Timeline(run_dir / "timeline.jsonl" if config.monitor.timeline else None)
+    router = timed_router(workers.engines, workers.restart_engine, config.rollout.max_engine_restarts, timeline)
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
     pipeline, stop_reward_actors = reward_pipeline(config, env_guards, workers.engines[0])
-    log = MetricsLog(run_dir / "metrics.jsonl")
+    log = Trackers(run_dir, config)
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
     started = time.perf_counter()
     stream = RolloutStream(router, tokenizer, tasks, config, state, algorithm, pipeline)
+    stream.timeline = timeline
     version = state["step"]
     loading: asyncio.Task | None = None  # the engines loading the latest weights
     try:
@@ -161,13 +166,17 @@ async def _train(config: Config, workers: Workers) -> Path:
         with RunProgress(config.run.steps, config.run.progress) as progress:
             router.log = progress.log  # restarts of engine replicas
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
+            for line in log.describe():
+                progress.log(line)
             if checkpoint is None:
-                row = {"step": 0, "weights/version": version, **await eval_metrics(router, tokenizer, tasks, config)}
+                with timeline.span("controller", "eval"):
+                    row = {"step": 0, "weights/version": version, **await eval_metrics(router, tokenizer, tasks, config)}
                 progress.evaluated(row)
-                log.write(row)
+                log.log(row, 0)
             stream.start()
             for step in range(first_step, config.run.steps + 1):
-                t0 = time.perf_counter()
+                t0, timeline.step = time.perf_counter(), step
+                dump_now = config.monitor.dump_every > 0 and step % config.monitor.dump_every == 0
                 r = config.rollout
                 plan = BatchPlan(r.prompts_per_step, algorithm.sampling_rounds, version, r.max_staleness, r.min_valid_episodes, algorithm.keep_group)
 
@@ -176,19 +185,29 @@ async def _train(config: Config, workers: Workers) -> Path:
                     for kind in filter(None, (faults.record(e, step) for e in group.episodes)):
                         progress.log(f"step {step:4d}  first episode fault of kind {kind}: errors/{kind}.txt")
 
-                groups, rollout_metrics = await take_batch(stream, plan, record)
+                with timeline.span("controller", "wait_for_batch"):
+                    groups, rollout_metrics = await take_batch(stream, plan, record)
                 generated, stream.generated_tokens = stream.generated_tokens, 0
                 t1 = time.perf_counter()
-                batch = await build_batch([g.episodes for g in groups], algorithm, tokenizer.pad_token_id, trainer)
-                train_metrics = await trainer.train_step(batch)
+                with timeline.span("controller", "train"):
+                    batch = await build_batch([g.episodes for g in groups], algorithm, tokenizer.pad_token_id, trainer)
+                    train_metrics = await trainer.train_step(batch, keep_logprobs=dump_now)
+                for stage, start, end in train_metrics.pop("timeline/spans", []):  # the trainer's own clock: time.time()
+                    timeline.add("trainer", stage, start, end)
+                trainer_logprobs = train_metrics.pop("trainer/logprobs", None)
                 for group in groups:
                     record(group, "trained", version)
                 t2 = time.perf_counter()
-                paused = await loading if loading else 0.0  # one version in flight at a time
-                update = await trainer.publish_weights()
-                version = update.version
-                loading = asyncio.create_task(load_everywhere(router, stream, update), name="load-weights")  # during the next step
+                with timeline.span("controller", "sync"):
+                    paused = await loading if loading else 0.0  # one version in flight at a time
+                    with timeline.span("trainer", "publish"):
+                        update = await trainer.publish_weights()
+                    version = update.version
+                    loading = asyncio.create_task(load_everywhere(router, stream, update), name="load-weights")  # during the next step
                 t3 = time.perf_counter()
+                if dump_now:
+                    rows = rollout_rows(step, config.task.name, groups, batch, trainer_logprobs, tokenizer)
+                    await asyncio.to_thread(write_rollouts, dump_path(run_dir, step), rows)
                 seconds = {
                     "wait_for_batch_s": rollout_metrics.pop("timing/wait_for_batch_s"),
                     "train_s": t2 - t1,
@@ -207,15 +226,18 @@ async def _train(config: Config, workers: Workers) -> Path:
                 for alert in alerts:
                     progress.log(f"step {step:4d}  {alert}")
                 if step % config.eval.every == 0 or step == config.run.steps:
-                    await loading  # evaluate the weights of this step
-                    row |= await eval_metrics(router, tokenizer, tasks, config)
+                    with timeline.span("controller", "eval"):
+                        await loading  # evaluate the weights of this step
+                        row |= await eval_metrics(router, tokenizer, tasks, config)
                     progress.evaluated(row)
                 if step % config.run.checkpoint_every == 0:
-                    await save_checkpoint(trainer, run_dir / "checkpoints" / f"step_{step}", step, stream)
+                    with timeline.span("controller", "checkpoint"):
+                        await save_checkpoint(trainer, run_dir / "checkpoints" / f"step_{step}", step, stream)
                 row["timing/elapsed_s"] = time.perf_counter() - started
-                log.write(row)
+                log.log(row, step)
                 progress.step(row)
-            await trainer.save_checkpoint(str(run_dir / "final"), resumable=False)
+            with timeline.span("controller", "checkpoint"):
+                await trainer.save_checkpoint(str(run_dir / "final"), resumable=False)
             progress.log(f"done in {time.perf_counter() - started:.0f}s: final model in {run_dir / 'final'}")
     except TrainerDied as died:
         raise TrainerLost(died, step, run_dir) from died
@@ -228,6 +250,7 @@ async def _train(config: Config, workers: Workers) -> Path:
         for position in leftover:
             dump(Group(position, []), "pending", version)
         log.close()
+        timeline.close()
         dump.close()
         stop_reward_actors()
     return run_dir

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,8 @@ from flywheel.algorithms.base import Algorithm
 from flywheel.config import Config
 from flywheel.envs.base import Environment
 from flywheel.envs.registry import make_env
+from flywheel.monitor.timed_engine import GroupClock
+from flywheel.monitor.timeline import Timeline
 from flywheel.rewards.pipeline import RewardPipeline
 from flywheel.rollout.group import EnvEpisode, episode_metrics, run_group
 from flywheel.rollout.router import EngineRouter
@@ -73,6 +76,7 @@ class Group:
     position: int
     episodes: list[EnvEpisode]
     metrics: dict[str, float] = field(default_factory=dict)
+    notes: list[dict] = field(default_factory=list)  # per episode: sub_rewards (name -> value) and guard_flags, for rollout dumps
 
     @property
     def oldest_version(self) -> int:
@@ -175,6 +179,7 @@ class RolloutStream:
         self.queued: set[int] = set()  # positions of the finished groups in the queue
         self.room_changed = asyncio.Event()
         self.generated_tokens = 0
+        self.timeline = Timeline(None)  # env and reward spans (the controller sets the run's)
         self._producer: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -220,11 +225,13 @@ class RolloutStream:
         r, seed = self.config.rollout, group_seed(self.config.run.seed, position)
         [index] = prompt_indices(len(self.tasks.train), position, 1, self.config.run.seed)
         task = self.tasks.train[index]
-        episodes = await run_group(
-            self.router.pinned(position), self.tokenizer, self.tasks.env_factory, task, r.group_size, r.temperature, r.max_new_tokens, seed
-        )
-        scored, reward_metrics = await score_group(episodes, task, self.algorithm, self.pipeline, r.max_new_tokens)
-        return Group(position, scored, episode_metrics(scored, self.tasks.has_tools) | reward_metrics)
+        clock = GroupClock(self.router.pinned(position))
+        episodes = await run_group(clock, self.tokenizer, self.tasks.env_factory, task, r.group_size, r.temperature, r.max_new_tokens, seed)
+        for start, end in clock.gaps(time.time()):  # between its generate calls, a group waits for its environments
+            self.timeline.add("env", "steps", start, end)
+        with self.timeline.span("reward", "scoring"):
+            scored, reward_metrics, notes = await score_group(episodes, task, self.algorithm, self.pipeline, r.max_new_tokens)
+        return Group(position, scored, episode_metrics(scored, self.tasks.has_tools) | reward_metrics, notes)
 
     async def next_group(self) -> Group:
         item = await self.finished.get()
@@ -262,17 +269,23 @@ def task_record(task: Task, episode: EnvEpisode) -> dict:
 
 async def score_group(
     episodes: list[EnvEpisode], task: Task, algorithm: Algorithm, pipeline: RewardPipeline | None, max_tokens: int
-) -> tuple[list[EnvEpisode], dict[str, float]]:
+) -> tuple[list[EnvEpisode], dict[str, float], list[dict]]:
     """The group's final rewards and reward metrics: the environment's grade (or the reward pipeline's
     total, which sees the last model turn), then the algorithm's shaping of the model's turn lengths.
-    An episode whose reward is not finite is marked ``nonfinite_reward`` (left out of the advantages)."""
+    An episode whose reward is not finite is marked ``nonfinite_reward`` (left out of the advantages).
+    Also per episode: its sub-rewards (``env``: the environment's grade; ``pipeline``: the pipeline's
+    total) and the guards that flagged it."""
     rewards, metrics = [e.reward for e in episodes], {}
+    notes = [{"sub_rewards": {"env": e.reward}, "guard_flags": []} for e in episodes]
     if pipeline is not None:
         result = await pipeline.score([(e.model_turns or [""])[-1] for e in episodes], [task_record(task, e) for e in episodes])
         rewards, metrics = result.rewards, result.metrics
+        for note, total, reasons in zip(notes, result.rewards, result.reasons):
+            note["sub_rewards"]["pipeline"], note["guard_flags"] = total, list(reasons)
     lengths = torch.tensor([max(e.turn_lengths, default=0) for e in episodes])
     shaped = algorithm.shape_rewards(torch.tensor(rewards, dtype=torch.float), lengths, max_tokens).tolist()
-    return [replace(e, reward=x, error=e.error or (None if math.isfinite(x) else "nonfinite_reward")) for e, x in zip(episodes, shaped)], metrics
+    scored = [replace(e, reward=x, error=e.error or (None if math.isfinite(x) else "nonfinite_reward")) for e, x in zip(episodes, shaped)]
+    return scored, metrics, notes
 
 
 async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Group, Fate, int], None]) -> tuple[list[Group], dict[str, float]]:

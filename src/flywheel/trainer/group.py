@@ -103,11 +103,21 @@ class TrainerGroup:
             result[rows] = out
         return result
 
-    async def train_step(self, batch: TrainBatch) -> dict[str, float]:
-        """``trainer.minibatches`` optimiser steps over ``batch``; the metrics of the step."""
+    async def train_step(self, batch: TrainBatch, keep_logprobs: bool = False) -> dict:
+        """``trainer.minibatches`` optimiser steps over ``batch``; the metrics of the step, with rank 0's
+        spans under ``timeline/spans`` and, when ``keep_logprobs``, ``trainer/logprobs``: [B, T], the
+        policy's logprobs of ``batch.tokens`` before the step's update."""
         deal = deal_rows(len(batch), self.config.trainer.minibatches, self.ranks)
-        metrics = await self._all("train_step", [[batch.select(rows) for rows in minibatches] for minibatches in deal])
-        return metrics[0]
+        if keep_logprobs:
+            await self._all("keep_logprobs")
+        results = await self._all("train_step", [[batch.select(rows) for rows in minibatches] for minibatches in deal])
+        if keep_logprobs:
+            logprobs = torch.zeros(batch.tokens.shape)
+            for minibatches, result in zip(deal, results):
+                for rows, part in zip(minibatches, result.pop("trainer/logprobs")):
+                    logprobs[rows] = part
+            results[0]["trainer/logprobs"] = logprobs
+        return results[0]
 
     async def logprobs(self, batch: TrainBatch) -> torch.Tensor:
         return await self._rowwise("logprobs", batch)

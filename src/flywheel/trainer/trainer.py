@@ -13,6 +13,11 @@ does not depend on how it was cut:
     optim_step()                     clips, applies (or skips when non-finite), zeroes gradients
     train_step(parts)                proximal logprobs of the minibatches after the first, then per
                                      minibatch: forward_backward per micro-batch + optim_step
+
+For the run's timeline, train_step returns its forward / backward / optimizer spans
+(``time.time()`` stamps) under ``timeline/spans``; after ``keep_logprobs()`` its next step also
+returns the proximal logprobs (the policy's before the step's update) of its rows under
+``trainer/logprobs``, taken from the passes the step computes anyway.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import time
+from contextlib import contextmanager
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -69,6 +76,18 @@ class Trainer:
             self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.algorithm.critic_lr, betas=tc.betas, foreach=True)
         self.version = 0
         self._nonfinite: set[str] = set()  # losses of the accumulated micro-batches that were not finite
+        self._spans: list[tuple[str, float, float]] = []  # (stage, start, end) of the step under way
+        self._kept: list[torch.Tensor] | None = None  # the step's proximal logprobs, micro-batch by micro-batch, when kept
+
+    @contextmanager
+    def _span(self, stage: str):
+        start = time.time()
+        yield
+        self._spans.append((stage, start, time.time()))
+
+    def keep_logprobs(self) -> None:
+        """The next train_step returns its proximal logprobs too (for a rollout dump)."""
+        self._kept = []
 
     # --- forward passes over this rank's rows ----------------------------------------------------------
     def _logprobs(self, model: torch.nn.Module, micro: TrainBatch, with_entropy: bool = False):
@@ -136,15 +155,20 @@ class Trainer:
             LossTotals(counts[:, m, 0].sum().item(), int(counts[:, m, 1].sum().item()), self.config.rollout.max_new_tokens) for m in range(len(parts))
         ]
         cuts = [self._cut(part, rows, int(counts[:, m, 2].max().item())) for m, (part, rows) in enumerate(zip(parts, plans))]
-        with torch.no_grad():
+        with torch.no_grad(), self._span("forward"):
             cuts[1:] = [[replace(micro, old_logprobs=self._logprobs(self.model, micro)) for micro in micros] for micros in cuts[1:]]
         steps = []
         for micros, step_totals in zip(cuts, totals):
             metrics = combine_metrics([(self.forward_backward(micro, step_totals), micro.loss_mask.sum().item()) for micro in micros])
-            steps.append(metrics | self.optim_step())
+            with self._span("optimizer"):
+                steps.append(metrics | self.optim_step())
         self.version += 1
         means = {key: sum(step.get(key, 0.0) for step in steps) / len(steps) for key in steps[0]}
-        return means | {"train/padding_frac": self._padding_frac([micro for micros in cuts for micro in micros])}
+        extras = {"timeline/spans": self._spans}
+        if self._kept is not None:
+            extras["trainer/logprobs"] = _by_row(parts, plans, [len(micros) for micros in cuts], self._kept)
+        self._spans, self._kept = [], None
+        return means | {"train/padding_frac": self._padding_frac([micro for micros in cuts for micro in micros])} | extras
 
     def _padding_frac(self, micros: list[TrainBatch]) -> float:
         """The share of the positions the step's forward passes computed, over all ranks, that were padding."""
@@ -160,12 +184,15 @@ class Trainer:
         since the step began, the proximal logprobs are the current ones. The behaviour correction
         (off-policy masks or weights) is applied here, per token, from the proximal vs the engine's
         logprobs."""
-        new, entropy = self._logprobs(self.model, micro, with_entropy=True)
-        old = new.detach() if micro.old_logprobs is None else micro.old_logprobs
-        reference = None
-        if self.reference is not None:
-            with torch.no_grad():
-                reference = self._logprobs(self.reference, micro)
+        with self._span("forward"):
+            new, entropy = self._logprobs(self.model, micro, with_entropy=True)
+            old = new.detach() if micro.old_logprobs is None else micro.old_logprobs
+            reference = None
+            if self.reference is not None:
+                with torch.no_grad():
+                    reference = self._logprobs(self.reference, micro)
+        if self._kept is not None:
+            self._kept.append(old.cpu())
         log_ratio = old - micro.behaviour_logprobs  # trainer vs engine, same weights, same tokens
         metrics = {
             "train/mismatch_kl": token_mean(torch.exp(log_ratio) - log_ratio - 1.0, micro.loss_mask).item(),
@@ -173,11 +200,15 @@ class Trainer:
         }
         mask, weights, is_metrics = self.algorithm.behaviour_correction(log_ratio, micro.loss_mask)
         loss, loss_metrics = self.algorithm.loss(new, entropy, reference, old, micro.advantages, mask, weights, totals)
-        loss.backward()
+        with self._span("backward"):
+            loss.backward()
         metrics |= is_metrics | loss_metrics | {"loss/policy": loss.item(), "train/entropy": token_mean(entropy.detach(), mask).item()}
         if micro.returns is not None:
-            value_loss, value_metrics = self.algorithm.value_loss(self._values(micro), micro.old_values, micro.returns, mask)
-            value_loss.backward()
+            with self._span("forward"):
+                values = self._values(micro)
+            value_loss, value_metrics = self.algorithm.value_loss(values, micro.old_values, micro.returns, mask)
+            with self._span("backward"):
+                value_loss.backward()
             metrics |= value_metrics | {"loss/critic": value_loss.item()}
         self._nonfinite |= {name for name in ("loss/policy", "loss/critic") if not math.isfinite(metrics.get(name, 0.0))}
         return metrics
@@ -267,6 +298,18 @@ class Trainer:
         """Removes the weights the transport published."""
         if self.rank == 0:
             self.transport.close()
+
+
+def _by_row(parts: list[TrainBatch], plans: list[list[list[int]]], sizes: list[int], kept: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each part's [rows, T] logprobs from its micro-batches' (``sizes[m]`` of part m, computed in order;
+    the idle ones, last in each part, dropped)."""
+    outs, result = iter(kept), []
+    for part, rows, size in zip(parts, plans, sizes):
+        logprobs = torch.zeros(part.tokens.shape)
+        for r, out in zip(rows, [next(outs) for _ in range(size)]):
+            logprobs[r, : out.shape[1]] = out
+        result.append(logprobs)
+    return result
 
 
 def _trimmed(micro: TrainBatch) -> TrainBatch:

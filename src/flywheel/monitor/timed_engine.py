@@ -1,0 +1,86 @@
+"""Engines as the timeline sees them: each replica's generate and weight-load spans, and a group's
+environment time (the gaps between its generate calls).
+
+``TimedEngine`` wraps one replica behind the router: a span per ``generate`` request (a group's
+turn), per ``load_weights`` and, within it, the ``pause`` the engine reported (its end taken as the
+load's end). Its actor name is ``engine-<i>``, i its slot in the router (a restarted replica takes
+the dead one's slot and name).
+
+``GroupClock`` wraps the engine one group generates on and notes when each of its generate calls
+ran; what a group does between its calls (and after its last one) is its environments' steps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from flywheel.engines.base import Engine
+from flywheel.monitor.timeline import Timeline
+from flywheel.rollout.router import EngineFactory, EngineRouter
+from flywheel.types import Completion
+from flywheel.weights.base import WeightUpdate
+
+
+class TimedEngine:
+    def __init__(self, engine: Engine, timeline: Timeline, name: Callable[[TimedEngine], str]) -> None:
+        self.engine, self.timeline, self.name = engine, timeline, name
+
+    async def generate(
+        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+    ) -> list[list[Completion]]:
+        with self.timeline.span(self.name(self), "generate"):
+            return await self.engine.generate(prompts, n, temperature, max_tokens, seed, stop)
+
+    async def load_weights(self, update: WeightUpdate) -> float:
+        start = time.time()
+        paused = await self.engine.load_weights(update)
+        end = time.time()
+        self.timeline.add(self.name(self), "load_weights", start, end)
+        self.timeline.add(self.name(self), "pause", max(start, end - paused), end)
+        return paused
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+
+def timed_router(engines: list[Engine], restart: EngineFactory | None, max_restarts: int, timeline: Timeline) -> EngineRouter:
+    """The router of ``engines``, each replica (restarted ones too) timed when the timeline records."""
+    if not timeline.enabled:
+        return EngineRouter(engines, restart, max_restarts)
+
+    def name(engine: TimedEngine) -> str:  # a replacement loading its first weights has no slot yet
+        return f"engine-{next((i for i, e in enumerate(router.engines) if e is engine), 'restarting')}"
+
+    async def timed_restart() -> Engine:
+        return TimedEngine(await restart(), timeline, name)
+
+    router = EngineRouter([TimedEngine(e, timeline, name) for e in engines], restart and timed_restart, max_restarts)
+    return router
+
+
+class GroupClock:
+    """An Engine that forwards to ``engine`` and notes the (start, end) of each generate call."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine, self.calls = engine, []
+
+    async def generate(
+        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+    ) -> list[list[Completion]]:
+        start = time.time()
+        try:
+            return await self.engine.generate(prompts, n, temperature, max_tokens, seed, stop)
+        finally:
+            self.calls.append((start, time.time()))
+
+    async def load_weights(self, update: WeightUpdate) -> float:
+        return await self.engine.load_weights(update)
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+    def gaps(self, end: float) -> list[tuple[float, float]]:
+        """From the end of each call to the start of the next, the last one to ``end``."""
+        starts = [start for start, _ in self.calls[1:]] + [end]
+        return [(stop, start) for (_, stop), start in zip(self.calls, starts) if start >= stop]
