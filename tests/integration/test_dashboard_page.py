@@ -76,7 +76,7 @@ def check_trajectories(driver, name: str, run: Path) -> None:
     step = steps[-1]  # the newest is shown first
     episodes = pq.read_table(run / f"rollouts/step_{step:06d}.parquet").to_pylist()
     tokens = [(e, i) for e in episodes for i, mask in enumerate(e["loss_mask"]) if mask]
-    scale = max(abs(e["advantages"][i]) for e, i in tokens)
+    scale = max(abs(e["advantages"][i]) for e, i in tokens) or 1  # the page's full colour (1 when every advantage is 0)
     assert float(attrs(driver, "#token-scale", "data-scale")[0]["data-scale"]) == scale
     first = min(episodes, key=lambda e: e["position"])  # its group is drawn first
     e, i = next(((e, i) for e, i in tokens if e["position"] == first["position"] and e["advantages"][i] != 0), tokens[0])
@@ -171,6 +171,7 @@ def test_dashboard_of_real_runs(fresh_workers, tmp_path):
             "task.train_size=8",  # 12 trained groups from 8 prompts: two steps share a prompt
             "task.eval_size=16",
             "eval.greedy=false",
+            "monitor.dump_every=1",
         ]
         config = load_config(REPO / "configs/quickstart.yaml", overrides)
         runs[f"seed{seed}"] = train(config, fresh_workers(config))
@@ -179,6 +180,9 @@ def test_dashboard_of_real_runs(fresh_workers, tmp_path):
         assert [r["data-run"] for r in attrs(driver, "#runs .run", "data-run")] == ["seed0", "seed1"]
         check_curves(driver, runs, "reward/mean")
         check_curves(driver, runs, "train/grad_norm")
+        check_trajectories(driver, "seed1", runs["seed1"])
+        for name, run in runs.items():
+            check_timeline(driver, name, run)
         check_alerts(driver, runs)
         screenshot(driver, tmp_path / "dashboard-real-runs.png")
 
@@ -222,13 +226,13 @@ def handmade_run(run: Path) -> None:
                         "completion": "".join(tokens),
                         "completion_ids": list(range(100, 100 + len(tokens))),
                         "completion_tokens": tokens,
-                        "engine_logprobs": [-0.5 - 0.125 * k for k in range(len(tokens))],
+                        "engine_logprobs": [(-0.5 - 0.125 * k) * m for k, m in enumerate(mask)],  # 0.0 on environment tokens
                         "trainer_logprobs": [-0.5 - 0.125 * k + (0.0625 if k % 2 else -0.03125) for k in range(len(tokens))],
                         "advantages": [(reward - 0.5) * (k + 1) / 4 * m for k, m in enumerate(mask)],
                         "reward": reward,
                         "sub_rewards": json.dumps({"task": reward}),
                         "guard_flags": ["repetition"] if (position, index) == (1, 1) else [],
-                        "weight_versions": [step - 1] * len(tokens),
+                        "weight_versions": [step - 1 if m else -1 for m in mask],
                         "loss_mask": mask,
                         "turns": 2,
                         "tool_calls": 1,
@@ -255,7 +259,9 @@ def test_dashboard_of_a_multi_turn_run(tmp_path):
         assert [a["data-step"] for a in attrs(driver, 'figure[data-metric="train/entropy"] .pt.nonfinite', "data-step")] == ["2"]
         check_trajectories(driver, "tools", runs["tools"])
         env_tokens = attrs(driver, '.episode[data-position="30"][data-index="0"] .tok.env', "data-i", "title")
-        assert [t["data-i"] for t in env_tokens] == ["3", "4", "5"] and all("not trained" in t["title"] for t in env_tokens)
+        assert [t["data-i"] for t in env_tokens] == ["3", "4", "5"] and all(
+            t["title"].endswith("environment token (not trained)") for t in env_tokens
+        )
         check_timeline(driver, "tools", runs["tools"])
         check_alerts(driver, runs)
         screenshot(driver, tmp_path / "dashboard-multi-turn.png")

@@ -393,7 +393,7 @@ function renderLegend(scale, mode) {
     el("span", {}, fmt(-scale)),
     el("span", { class: "bar", style: `background:linear-gradient(90deg, rgb(${neg}), rgba(${neg},0) 50%, rgba(${pos},0) 50%, rgb(${pos}))` }),
     el("span", { id: "token-scale", "data-scale": scale, "data-mode": mode }, `+${fmt(scale)}`),
-    el("span", { class: "tok env" }, "environment tokens (not trained)"),
+    el("span", { class: "tok env" }, "not trained (environment tokens, loss mask 0)"),
   );
 }
 
@@ -402,7 +402,9 @@ function tokenSpan(e, i, scale, mode) {
   const text = tokens[i];
   const shown = text === "" ? "∅" : text.replace(/\n/g, "↵\n");
   if (!trained(e, i)) {
-    return el("span", { class: "tok env", "data-i": i, title: `#${i} ${JSON.stringify(text)} · environment token (loss mask 0, not trained)` }, shown);
+    const environment = e.weight_versions && num(e.weight_versions[i]) === -1; // no engine sampled it
+    const why = environment ? "environment token (not trained)" : "model token not trained (loss mask 0)";
+    return el("span", { class: "tok env", "data-i": i, title: `#${i} ${JSON.stringify(text)} · ${why}` }, shown);
   }
   const adv = e.advantages ? e.advantages[i] : null;
   const engine = e.engine_logprobs ? e.engine_logprobs[i] : null;
@@ -509,8 +511,30 @@ async function loadTimeline() {
   renderTimeline();
 }
 
+// stages: twenty distinct colours, then hues spread by the golden angle
+const STAGE_PALETTE = [
+  "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+  "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#393b79", "#dbdb8d", "#9edae5",
+];
+
 function stageColours(stages) {
-  return Object.fromEntries(stages.map((stage, i) => [stage, PALETTE[i % PALETTE.length]]));
+  return Object.fromEntries(stages.map((stage, i) => [stage, STAGE_PALETTE[i] || `hsl(${(i * 137.5) % 360}, 65%, 50%)`]));
+}
+
+// lane of each span within its actor's row: overlapping spans (nested stages, concurrent requests) are
+// stacked, at most MAX_LANES deep; returns the lane of every span and the lanes of every actor
+const MAX_LANES = 6;
+function lanes(spans, actors) {
+  const lane = new Map(), count = Object.fromEntries(actors.map((a) => [a, 1]));
+  const ends = Object.fromEntries(actors.map((a) => [a, []]));
+  for (const s of [...spans].sort((a, b) => num(a.start_s) - num(b.start_s) || num(b.end_s) - num(a.end_s))) {
+    const free = ends[s.actor].findIndex((end) => end <= num(s.start_s));
+    const k = free >= 0 ? free : Math.min(ends[s.actor].length, MAX_LANES - 1);
+    ends[s.actor][k] = Math.max(ends[s.actor][k] ?? -Infinity, num(s.end_s));
+    lane.set(s, k);
+    count[s.actor] = Math.max(count[s.actor], k + 1);
+  }
+  return { lane, count };
 }
 
 function renderTimeline() {
@@ -530,19 +554,26 @@ function renderTimeline() {
     return;
   }
   const t0 = Math.min(...spans.map((s) => num(s.start_s))), t1 = Math.max(...spans.map((s) => num(s.end_s)));
-  const W = Math.max(700, $("#gantt").clientWidth - 10), L = 170, R = 12, ROW = 20, TOP = 22;
-  const H = TOP + actors.length * ROW + 6;
+  const W = Math.max(700, $("#gantt").clientWidth - 10), L = 170, R = 12, LANE = 14, GAP = 6, TOP = 22;
+  const { lane, count } = lanes(spans, actors);
+  const rowTop = {};
+  let y = TOP;
+  for (const actor of actors) [rowTop[actor], y] = [y, y + count[actor] * LANE + GAP];
+  const H = y + 4;
   const X = (t) => L + ((t - t0) / (t1 - t0 || 1)) * (W - L - R);
   const chart = svg("svg", { class: "gantt", viewBox: `0 0 ${W} ${H}`, width: W, height: H });
   for (const t of ticks(0, t1 - t0 || 1, 8)) {
     chart.append(svg("line", { class: "grid", x1: X(t0 + t), x2: X(t0 + t), y1: TOP - 4, y2: H }));
     chart.append(svg("text", { class: "tick", x: X(t0 + t), y: 12, "text-anchor": "middle" }, `${fmt(t)} s`));
   }
-  actors.forEach((actor, row) => chart.append(svg("text", { class: "label", x: 4, y: TOP + row * ROW + 14 }, actor)));
+  for (const actor of actors) {
+    chart.append(svg("line", { class: "grid", x1: 0, x2: W, y1: rowTop[actor] - GAP / 2, y2: rowTop[actor] - GAP / 2 }));
+    chart.append(svg("text", { class: "label", x: 4, y: rowTop[actor] + 11 }, actor));
+  }
   for (const s of spans) {
-    const start = num(s.start_s), end = num(s.end_s), row = actors.indexOf(s.actor);
+    const start = num(s.start_s), end = num(s.end_s);
     const title = `${s.actor} · ${s.stage} · step ${s.step} · ${fmt(start - t0)}–${fmt(end - t0)} s (${fmt(end - start)} s)`;
-    const attrs = { class: "span", x: X(start), y: TOP + row * ROW + 2, width: Math.max(1, X(end) - X(start)), height: ROW - 4, fill: colours[s.stage] };
+    const attrs = { class: "span", x: X(start), y: rowTop[s.actor] + lane.get(s) * LANE + 1, width: Math.max(1, X(end) - X(start)), height: LANE - 2, fill: colours[s.stage] };
     const data = { "data-actor": s.actor, "data-stage": s.stage, "data-step": s.step, "data-start": s.start_s, "data-end": s.end_s };
     chart.append(svg("rect", { ...attrs, ...data }, svg("title", {}, title)));
   }
