@@ -169,3 +169,13 @@ def test_cli_refuses_a_runs_dir_that_does_not_exist(tmp_path, capsys):
         capsys.readouterr().err.strip()
         == f"flywheel: error: {tmp_path / 'nope'} is not a directory: pass the directory holding run directories (e.g. runs)"
     )
+
+
+def test_cli_refuses_a_port_in_use(root, capsys):
+    server = make_server(root, "127.0.0.1", 0)
+    try:
+        assert main(["dashboard", str(root), "--port", str(server.server_port)]) == 2
+    finally:
+        server.server_close()
+    message = f"flywheel: error: cannot serve on 127.0.0.1:{server.server_port} (Address already in use): pass another --port (0 picks a free one) or --host"
+    assert capsys.readouterr().err.strip() == message

@@ -130,7 +130,10 @@ def make_server(root: Path, host: str = "127.0.0.1", port: int = 0) -> Threading
     if not root.is_dir():
         raise NotADirectoryError(f"{root} is not a directory: pass the directory holding run directories (e.g. runs)")
     handler = type("Handler", (DashboardHandler,), {"root": root.resolve()})
-    server = ThreadingHTTPServer((host, port), handler)
+    try:
+        server = ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        raise OSError(f"cannot serve on {host}:{port} ({exc.strerror}): pass another --port (0 picks a free one) or --host") from exc
     server.daemon_threads = True
     return server
 
