@@ -1,4 +1,6 @@
-"""flywheel command line: ``flywheel train CONFIG [section.key=value ...]``, ``flywheel dashboard RUNS_DIR [--port P] [--host H]``.
+"""flywheel command line: ``flywheel train CONFIG [section.key=value ...]``,
+``flywheel eval CONFIG --checkpoint PATH --k K [section.key=value ...]``, ``flywheel inspect RUN_DIR``,
+``flywheel replay RUN_DIR --step N``, ``flywheel dashboard RUNS_DIR [--port P] [--host H]``.
 
 Exit codes: 0 the run finished; 2 a config error or a machine that cannot give what the config asks
 (one sentence, nothing started); 3 an alert stopped the run (its config asked for that); 4 a trainer
@@ -23,15 +25,40 @@ def main(argv: list[str] | None = None) -> int:
     train = commands.add_parser("train", help="run RL training from a YAML config")
     train.add_argument("config", help="YAML config file, e.g. configs/quickstart.yaml")
     train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.lr=1e-5")
+    evaluate = commands.add_parser("eval", help="pass@k, maj@k and mean@k of a checkpoint on the environment's held-out split")
+    evaluate.add_argument("config", help="YAML config file of the run (task, engine, eval.temperature, rollout.max_new_tokens)")
+    evaluate.add_argument("overrides", nargs="*", help="dotted overrides, e.g. task.eval_size=100")
+    evaluate.add_argument("--checkpoint", help="model directory, or run directory (its final/ model); default: the config's model.path")
+    evaluate.add_argument("--k", type=int, default=1, help="k of pass@k, maj@k and mean@k (default 1)")
+    evaluate.add_argument("--n", type=int, help="samples per task, n >= k, all used by pass@k (default k)")
+    evaluate.add_argument("--engines", type=int, help="engine replicas (default rollout.engines)")
+    evaluate.add_argument("--output", help="report path (default eval_k<K>.json in the checkpoint directory)")
+    inspect = commands.add_parser("inspect", help="a run on one screen: config changes, last metrics, alerts, slowest stages")
+    inspect.add_argument("run_dir", help="run directory, e.g. runs/quickstart")
+    replay = commands.add_parser("replay", help="recompute a step's loss and gradient norm from its rollout dump and checkpoint")
+    replay.add_argument("run_dir", help="run directory with rollouts/ dumps and checkpoints/")
+    replay.add_argument("--step", type=int, required=True, help="the step to replay")
     board = commands.add_parser("dashboard", help="serve a web page of the runs under RUNS_DIR (curves, trajectories, timeline, alerts)")
     board.add_argument("runs_dir", help="a run directory or the directory holding them, e.g. runs")
     board.add_argument("--port", type=int, default=8600, help="port to serve on (0: a free one); default 8600")
     board.add_argument("--host", default="127.0.0.1", help="address to bind; default 127.0.0.1 (this machine only)")
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
     if args.command == "dashboard":
-        return dashboard(args.runs_dir, args.host, args.port)
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return run_dashboard(args.runs_dir, args.host, args.port)
+    if args.command == "replay":
+        return run_replay(args.run_dir, args.step)
+    if args.command == "inspect":
+        return run_inspect(args.run_dir)  # overrides may follow the options
+    strays = [a for a in rest if a.startswith("-") or "=" not in a]
+    if strays:
+        parser.error(f"unrecognized arguments: {' '.join(strays)}")
+    args.overrides += rest
     try:
         config = load_config(args.config, args.overrides)
+        if args.command == "eval":
+            return run_eval(config, args)
     except ConfigError as exc:
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -40,7 +67,49 @@ def main(argv: list[str] | None = None) -> int:
     return run_rank(config, run) if launched_by_mpi() else run(config)
 
 
-def dashboard(runs_dir: str, host: str, port: int) -> int:
+def run_inspect(run_dir: str) -> int:
+    from pathlib import Path
+
+    from flywheel.monitor.run_summary import summary
+
+    try:
+        print(summary(Path(run_dir)))
+    except FileNotFoundError as exc:
+        print(f"flywheel: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return 0
+
+
+def run_replay(run_dir: str, step: int) -> int:
+    """Exit 0 when the replayed loss and gradient norm equal the logged ones, 1 when they differ."""
+    from pathlib import Path
+
+    from flywheel.monitor.replay import replay
+
+    try:
+        result = replay(Path(run_dir), step)
+    except ConfigError as exc:
+        print(f"flywheel: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(result.report())
+    return 0 if result.exact else EXIT_FAILED
+
+
+def run_eval(config: Config, args: argparse.Namespace) -> int:
+    """``flywheel eval``: prints each metric with its interval and the report's path."""
+    from flywheel.eval.harness import EvalRequest, evaluate_checkpoint
+
+    report = evaluate_checkpoint(config, args.checkpoint, EvalRequest(k=args.k, n=args.n, engines=args.engines, output=args.output))
+    print(
+        f"{report['model']}: {report['tasks']} tasks of {report['environment']}, n={report['n']} samples each at temperature {report['temperature']}"
+    )
+    for name, m in report["metrics"].items():
+        print(f"  {name:>10} {m['value']:.4f}  (95% CI {m['ci_low']:.4f} - {m['ci_high']:.4f})")
+    print(f"report: {report['path']}")
+    return 0
+
+
+def run_dashboard(runs_dir: str, host: str, port: int) -> int:
     """Serves the dashboard until interrupted; 2 when RUNS_DIR is not a directory or the port cannot be bound."""
     from pathlib import Path
 

@@ -124,6 +124,41 @@ class EvalConfig(Section):
     every: int = Field(20, ge=1, description="Evaluate on the held-out split every N steps (and at step 0).")
     temperature: float = Field(1.0, ge=0, le=2, description="Sampling temperature of eval/accuracy (one sample per problem; vLLM accepts at most 2).")
     greedy: bool = Field(True, description="Also report eval/greedy_accuracy (temperature 0).")
+    engines: int = Field(
+        0,
+        ge=0,
+        description="Engine replicas of the eval's own (0: the run's engines): they load an eval step's weights and evaluate while training goes on; results are rows of their own in metrics.jsonl. Needs weights.name=file.",
+    )
+    environments: dict[str, TaskConfig] = Field(
+        {},
+        description="More held-out sets evaluated with the run's (same sampling, same engines), each a task section logged as eval/<key>/<metric>, e.g. {add4: {name: arithmetic, env_args: {digits: 4}}}.",
+    )
+
+    @model_validator(mode="after")
+    def _plain_keys(self) -> EvalConfig:
+        bad = [key for key in self.environments if not re.fullmatch(r"[A-Za-z0-9_.-]+", key)]
+        if bad:
+            raise ValueError(f"eval.environments key {bad[0]!r} must be letters, digits, '_', '-' or '.': it names metrics eval/<key>/...")
+        return self
+
+
+ALERT_KINDS = ("entropy_collapse", "mismatch_spike", "nonfinite", "reward_stagnation", "invalid_rise", "engines_lost", "invalid_episodes", "hacking")
+
+
+class AlertsConfig(Section):
+    """Health alerts on each step's metrics (src/flywheel/monitor/alerts.py): terminal, alerts.jsonl, alerts/fired."""
+
+    entropy_drop: float = Field(0.1, gt=0, lt=1, description="Entropy collapse: train/entropy below this fraction of its first value.")
+    mismatch_kl_max: float = Field(0.05, gt=0, description="Mismatch spike: train/mismatch_kl above this (nats/token).")
+    mismatch_spike_factor: float = Field(10.0, gt=1, description="Mismatch spike: train/mismatch_kl above this multiple of its running baseline.")
+    mismatch_kl_floor: float = Field(1e-4, gt=0, description="Baselines below this count as this (fp32 noise is no spike).")
+    stagnation_steps: int = Field(100, ge=1, description="Reward stagnation: steps without reward/mean passing its best by stagnation_delta.")
+    stagnation_delta: float = Field(0.01, ge=0, description="Improvement of reward/mean that counts as progress.")
+    invalid_rise: float = Field(0.1, gt=0, le=1, description="Rising environment errors: rollout/invalid_frac above its running baseline by this.")
+    decay: float = Field(0.9, ge=0, lt=1, description="Decay of the running baselines (EMA).")
+    stop_on: list[Literal[ALERT_KINDS]] = Field(  # type: ignore[valid-type]
+        [], description=f"Alert kinds that stop the run (exit code 3): any of {', '.join(ALERT_KINDS)}."
+    )
 
 
 class RunConfig(Section):
@@ -266,6 +301,7 @@ class Config(Section):
     )
     trainer: TrainerConfig = TrainerConfig()
     eval: EvalConfig = EvalConfig()
+    alerts: AlertsConfig = AlertsConfig()
     reward: RewardConfig = RewardConfig()
     run: RunConfig = RunConfig()
     cluster: ClusterConfig = ClusterConfig()
@@ -364,6 +400,15 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file '{path}' must hold a mapping of sections, not a {type(loaded).__name__}")
         tree = loaded or {}
+    return config_from_dict(tree, overrides, path)
+
+
+def config_from_dict(tree: dict[str, Any], overrides: list[str] = (), path: str | Path | None = None) -> Config:
+    """Validates a config tree (as a YAML file holds it) with dotted overrides applied; ``path`` names
+    its file in error sentences. The checks of ``load_config``; the tree is not changed."""
+    import copy
+
+    tree = copy.deepcopy(tree)
     for text in overrides:
         _set_dotted(tree, *_parse_override(text))
     try:
@@ -376,7 +421,12 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
         raise ConfigError(prefix + _describe(error)) from None
     if config.run.resume is not None and not any(Path(config.run.resume).glob("checkpoints/step_*/trainer_state.pt")):
         raise ConfigError(f"run.resume '{config.run.resume}' holds no checkpoint to resume from (checkpoints/step_N/trainer_state.pt)")
-    for problem in (_task_problem(config.task), _guards_problem(config.reward.guards), _model_problem(config.model.path)):
+    if config.eval.engines and not config.weights.engines_can_rejoin:
+        raise ConfigError(
+            f"eval.engines needs a weight transport that engines can join at any time (weights.name=file), not weights.name={config.weights.name}"
+        )
+    evals = [f"eval.environments.{key}: {problem}" for key, task in config.eval.environments.items() if (problem := _task_problem(task))]
+    for problem in (_task_problem(config.task), *evals, _guards_problem(config.reward.guards), model_problem(config.model.path)):
         if problem:
             raise ConfigError(problem)
     return config
@@ -412,7 +462,7 @@ def _guards_problem(guards: tuple[str, ...] | None) -> str | None:
     return f"reward.guards: unknown guard {unknown[0]!r}; known guards: {', '.join(known)}" if unknown else None
 
 
-def _model_problem(path: str) -> str | None:
+def model_problem(path: str) -> str | None:
     """One sentence on what is missing or unreadable in a model directory, or None."""
     from safetensors import safe_open
 

@@ -7,7 +7,8 @@ synchronous when rollout.max_staleness = 0.
     training side (train, one step after the other): take the step's groups (BatchPlan: drop stale,
         invalid and, for the algorithm, uninformative ones) -> build_batch (the algorithm's
         advantages) -> trainer.train_step -> publish weights -> every engine loads them in flight
-        while the next step already trains (one version loading at a time) -> evaluate / checkpoint.
+        while the next step already trains (one version loading at a time) -> evaluate (on the run's
+        engines, or on eval.engines replicas of its own in the background) / checkpoint.
 
 Invariants: every admitted prompt ends as exactly one trained group or one counted drop, or is
 still pending when the run ends (a checkpoint records the pending prompts; a resume re-admits them
@@ -17,7 +18,8 @@ takes requests. Prompt i of the stream always samples with the same seed, so a r
 max_staleness = 0 is reproducible and resumable exactly. One bad episode never ends the run: an environment that raises or times out, or a
 non-finite reward, leaves that episode out of the advantages, counted, its first traceback of each
 kind in errors/; an alert fires when the step's share of such episodes passes
-rollout.invalid_alert_rate (and stops the run with rollout.stop_on_invalid). Failures of the loop
+rollout.invalid_alert_rate (and stops the run with rollout.stop_on_invalid); every step's row is
+checked for the health alerts of monitor/alerts.py (alerts.jsonl; a stop if alerts.stop_on says so). Failures of the loop
 itself (an engine gone for good, the admission task) are raised, never left to hang it; a trainer
 rank that dies ends the run with TrainerLost, naming the checkpoint to resume from.
 
@@ -40,7 +42,9 @@ from flywheel.algorithms.batch import build_batch
 from flywheel.cluster.workers import Workers, start_workers
 from flywheel.config import Config
 from flywheel.envs.registry import env_factory
-from flywheel.eval.heldout import eval_metrics
+from flywheel.eval.background import start_background_eval
+from flywheel.eval.heldout import eval_metrics, eval_sets
+from flywheel.monitor.alerts import Alert, AlertLog
 from flywheel.monitor.faults import FaultLog
 from flywheel.monitor.progress import RunProgress
 from flywheel.monitor.rollout_parquet import dump_path, rollout_rows, write_rollouts
@@ -128,31 +132,42 @@ def train(config: Config, workers: Workers | None = None) -> Path:
                 ray.shutdown()
 
 
-def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[str]:
-    """The invalid-episode alert of a step (one sentence); raises RunStopped when asked to stop."""
+def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[Alert]:
+    """The invalid-episode alert of a step (one sentence), if its share passes rollout.invalid_alert_rate."""
     rate, limit = row["rollout/invalid_frac"], config.rollout.invalid_alert_rate
     if rate <= limit:
         return []
-    alert = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
-    if config.rollout.stop_on_invalid:
-        raise RunStopped(alert + " Stopping the run (rollout.stop_on_invalid is true).")
-    return [alert]
+    text = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
+    return [Alert(step, "invalid_episodes", text)]
+
+
+def stop_reason(stops: list[Alert], config: Config) -> str:
+    """The sentence a run stopped by alerts ends with: the alerts, then the setting that asked to stop."""
+    kinds = sorted({a.kind for a in stops})
+    setting = (
+        "rollout.stop_on_invalid is true"
+        if kinds == ["invalid_episodes"] and "invalid_episodes" not in config.alerts.stop_on
+        else f"alerts.stop_on has {', '.join(kinds)}"
+    )
+    return " ".join(a.message for a in stops) + f" Stopping the run ({setting})."
 
 
 async def _train(config: Config, workers: Workers) -> Path:
     run_dir, checkpoint, state = open_run(config)
     step = first_step = state["step"] + 1  # the step under way, named if a trainer rank dies
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
-    tasks, algorithm = load_tasks(config), make_algorithm(config.algorithm)
+    tasks, algorithm, more_evals = load_tasks(config), make_algorithm(config.algorithm), eval_sets(config)
     trainer = workers.trainer
     timeline = Timeline(run_dir / "timeline.jsonl" if config.monitor.timeline else None)
     router = timed_router(workers.engines, workers.restart_engine, config.rollout.max_engine_restarts, timeline)
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
+    log = Trackers(run_dir, config)  # before the reward actors: a busy Prometheus port fails here
     pipeline, stop_reward_actors = reward_pipeline(config, env_guards, workers.engines[0])
-    log = Trackers(run_dir, config)
+    background = start_background_eval(config, tokenizer, tasks, more_evals) if config.eval.engines else None
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
     started = time.perf_counter()
+    alerts = AlertLog(config.alerts, run_dir / "alerts.jsonl", lambda text: print(text, flush=True), started)
     stream = RolloutStream(router, tokenizer, tasks, config, state, algorithm, pipeline)
     stream.timeline = timeline
     version = state["step"]
@@ -164,15 +179,20 @@ async def _train(config: Config, workers: Workers) -> Path:
         await load_everywhere(router, stream, update)
         version = update.version
         with RunProgress(config.run.steps, config.run.progress) as progress:
-            router.log = progress.log  # restarts of engine replicas
+            router.log = alerts.say = progress.log  # restarts of engine replicas, alerts
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
             for line in log.describe():
                 progress.log(line)
+            if background:
+                background.report = lambda row: (log.log(row, row["step"]), progress.evaluated(row))
             if checkpoint is None:
-                with timeline.span("controller", "eval"):
-                    row = {"step": 0, "weights/version": version, **await eval_metrics(router, tokenizer, tasks, config)}
-                progress.evaluated(row)
-                log.log(row, 0)
+                if background:
+                    await background.start(0, update)
+                else:
+                    with timeline.span("controller", "eval"):
+                        row = {"step": 0, "weights/version": version, **await eval_metrics(router, tokenizer, tasks, config, more_evals)}
+                    progress.evaluated(row)
+                    log.log(row, 0)
             stream.start()
             for step in range(first_step, config.run.steps + 1):
                 t0, timeline.step = time.perf_counter(), step
@@ -218,17 +238,15 @@ async def _train(config: Config, workers: Workers) -> Path:
                 episodes = [e for g in groups for e in g.episodes]
                 row = step_metrics(step, episodes, seconds, generated, version) | rollout_metrics | train_metrics
                 row |= {"engines/live": router.live_count, "engines/resubmitted": router.resubmitted, "engines/restarts": router.restarts}
-                if train_metrics["train/nonfinite_skipped"]:
-                    progress.log(
-                        f"step {step:4d}  non-finite loss or gradient: {train_metrics['train/nonfinite_skipped']:.0%} of the optimiser steps skipped"
-                    )
-                alerts = watch_invalid(step, row, config) + (pipeline.watch(step, row) if pipeline else [])  # may raise to stop
-                for alert in alerts:
-                    progress.log(f"step {step:4d}  {alert}")
-                if step % config.eval.every == 0 or step == config.run.steps:
+                invalid = watch_invalid(step, row, config)
+                hacking = [Alert(step, "hacking", text) for text in (pipeline.watch(step, row) if pipeline else [])]  # may raise to stop
+                stops = list(dict.fromkeys(alerts.step(step, row, invalid + hacking) + (invalid if config.rollout.stop_on_invalid else [])))
+                if (step % config.eval.every == 0 or step == config.run.steps) and background:
+                    await background.start(step, update)  # evaluates this step's weights while the next steps train
+                elif step % config.eval.every == 0 or step == config.run.steps:
                     with timeline.span("controller", "eval"):
                         await loading  # evaluate the weights of this step
-                        row |= await eval_metrics(router, tokenizer, tasks, config)
+                        row |= await eval_metrics(router, tokenizer, tasks, config, more_evals)
                     progress.evaluated(row)
                 if step % config.run.checkpoint_every == 0:
                     with timeline.span("controller", "checkpoint"):
@@ -236,6 +254,10 @@ async def _train(config: Config, workers: Workers) -> Path:
                 row["timing/elapsed_s"] = time.perf_counter() - started
                 log.log(row, step)
                 progress.step(row)
+                if stops:
+                    raise RunStopped(stop_reason(stops, config))
+            if background:
+                await background.finish()
             with timeline.span("controller", "checkpoint"):
                 await trainer.save_checkpoint(str(run_dir / "final"), resumable=False)
             progress.log(f"done in {time.perf_counter() - started:.0f}s: final model in {run_dir / 'final'}")
@@ -247,9 +269,12 @@ async def _train(config: Config, workers: Workers) -> Path:
         leftover = stream.pending()
         await stream.stop()
         await router.close()
+        if background:
+            await background.close()
         for position in leftover:
             dump(Group(position, []), "pending", version)
         log.close()
+        alerts.close()
         timeline.close()
         dump.close()
         stop_reward_actors()

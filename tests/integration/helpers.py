@@ -28,7 +28,8 @@ def undocumented_metrics(rows: list[dict]) -> set[str]:
     table = readme[readme.index("### Metrics") : readme.index("## Configuration")]
     documented = {name for line in table.splitlines() if line.startswith("| `") for name in re.findall(r"`([^`]+)`", line.split(" | ")[0])}
     patterns = [
-        re.compile("^" + re.sub(r"<[^>]+>", r"[a-z_/]+", re.escape(name).replace(r"\<", "<").replace(r"\>", ">")) + "$") for name in documented
+        re.compile("^" + re.sub(r"<[^>]+>", r"[A-Za-z0-9_./-]+", re.escape(name).replace(r"\<", "<").replace(r"\>", ">")) + "$")
+        for name in documented
     ]
     names = {key for row in rows for key in row} - {"step"}
     return {name for name in names if not any(p.match(name) for p in patterns)}

@@ -70,5 +70,25 @@ def test_raising_and_nan_episodes_are_left_out_and_the_run_goes_on(fresh_workers
 
 def test_an_alert_above_the_invalid_rate_stops_the_run_when_asked(fresh_workers, tmp_path):
     c = config(tmp_path, "rollout.invalid_alert_rate=0.05", "rollout.stop_on_invalid=true")
-    with pytest.raises(RunStopped, match="above rollout.invalid_alert_rate 5%"):
+    with pytest.raises(RunStopped, match=r"above rollout.invalid_alert_rate 5%.*Stopping the run \(rollout.stop_on_invalid is true\)"):
         train(c, fresh_workers(c))
+    run_dir = tmp_path / "quickstart"
+    [row] = [r for r in rows(run_dir / "metrics.jsonl") if r["step"] == 1]  # the step that stopped the run is logged
+    [alert] = rows(run_dir / "alerts.jsonl")
+    assert alert["step"] == 1 and alert["kind"] == "invalid_episodes" and row["alerts/fired"] >= 1
+    assert f"{row['rollout/invalid_frac']:.0%} of this step's episodes were invalid" in alert["message"]
+
+
+def test_a_health_alert_in_alerts_stop_on_stops_the_run(fresh_workers, tmp_path):
+    # no step can pass its best reward/mean by 1.0: stagnation starts one step after the first
+    more = "eval.environments={add4: {name: arithmetic, env_args: {digits: 4}, eval_size: 12}}"  # and a second held-out set
+    c = config(
+        tmp_path, "task.name=arithmetic", "alerts.stagnation_steps=1", "alerts.stagnation_delta=1.0", "alerts.stop_on=[reward_stagnation]", more
+    )
+    with pytest.raises(RunStopped, match=r"reward stagnation: .* in 1 steps Stopping the run \(alerts.stop_on has reward_stagnation\)"):
+        train(c, fresh_workers(c))
+    run_dir = tmp_path / "quickstart"
+    logged = rows(run_dir / "metrics.jsonl")
+    assert [r["step"] for r in logged] == [0, 1, 2] and not undocumented_metrics(logged)
+    assert 0.0 <= logged[0]["eval/add4/accuracy"] <= 1.0 and "eval/accuracy" in logged[0]
+    assert [(a["step"], a["kind"]) for a in rows(run_dir / "alerts.jsonl")] == [(2, "reward_stagnation")]

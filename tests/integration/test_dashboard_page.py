@@ -149,12 +149,14 @@ def check_timeline(driver, name: str, run: Path) -> None:
     assert {a["data-stage"] for a in attrs(driver, "#stage-table tr[data-stage]", "data-stage")} == {s["stage"] for s in spans}
 
 
-def check_alerts(driver, runs: dict[str, Path]) -> None:
-    """Every alert of every run is a row of the alerts table."""
+def check_alerts(driver, runs: dict[str, Path], metric: str) -> None:
+    """Every alert of every run is a row of the alerts table and a mark on ``metric``'s chart (whose steps span the alerts')."""
     want = [(name, a["step"], a["kind"]) for name, d in runs.items() for a in read_jsonl(d / "alerts.jsonl")]
     rows = attrs(driver, "#alert-table tr.alert", "data-run", "data-step", "data-kind")
     assert [(r["data-run"], int(r["data-step"]), r["data-kind"]) for r in rows] == want
     assert driver.find_element("id", "alert-count").text == str(len(want))
+    marks = attrs(driver, f'figure[data-metric="{metric}"] line.alert-mark', "title")
+    assert sorted(m["title"].split(":")[0] for m in marks) == sorted(f"{name} · alert at step {step}" for name, step, _ in want)
 
 
 def test_dashboard_of_real_runs(fresh_workers, tmp_path):
@@ -172,7 +174,7 @@ def test_dashboard_of_real_runs(fresh_workers, tmp_path):
             "task.eval_size=16",
             "eval.greedy=false",
             "monitor.dump_every=1",
-        ]
+        ] + (["alerts.stagnation_steps=1", "alerts.stagnation_delta=1"] if seed else [])  # seed1: reward stagnation alerts at step 2
         config = load_config(REPO / "configs/quickstart.yaml", overrides)
         runs[f"seed{seed}"] = train(config, fresh_workers(config))
     with served(root) as url, chromium() as driver:
@@ -183,7 +185,8 @@ def test_dashboard_of_real_runs(fresh_workers, tmp_path):
         check_trajectories(driver, "seed1", runs["seed1"])
         for name, run in runs.items():
             check_timeline(driver, name, run)
-        check_alerts(driver, runs)
+        assert read_jsonl(runs["seed1"] / "alerts.jsonl"), "seed1 should have alerted (reward stagnation)"
+        check_alerts(driver, runs, "reward/mean")
         screenshot(driver, tmp_path / "dashboard-real-runs.png")
 
 
@@ -263,5 +266,5 @@ def test_dashboard_of_a_multi_turn_run(tmp_path):
             t["title"].endswith("environment token (not trained)") for t in env_tokens
         )
         check_timeline(driver, "tools", runs["tools"])
-        check_alerts(driver, runs)
+        check_alerts(driver, runs, "reward/mean")
         screenshot(driver, tmp_path / "dashboard-multi-turn.png")

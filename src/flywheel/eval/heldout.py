@@ -7,7 +7,7 @@ import asyncio
 from flywheel.config import Config
 from flywheel.engines.base import Engine
 from flywheel.rollout.group import episode_metrics, run_group
-from flywheel.rollout.stream import TaskSet
+from flywheel.rollout.stream import TaskSet, load_tasks
 
 
 async def evaluate(engine: Engine, tokenizer, tasks: TaskSet, temperature: float, config: Config) -> dict[str, float]:
@@ -20,9 +20,18 @@ async def evaluate(engine: Engine, tokenizer, tasks: TaskSet, temperature: float
     return {"accuracy": sum(e.reward for e in valid) / max(len(valid), 1)} | episode_metrics(episodes, tasks.has_tools)
 
 
-async def eval_metrics(engine: Engine, tokenizer, tasks: TaskSet, config: Config) -> dict[str, float]:
-    """eval/... at the eval temperature and, if asked, eval/greedy_accuracy (temperature 0)."""
+async def eval_metrics(engine: Engine, tokenizer, tasks: TaskSet, config: Config, more: dict[str, TaskSet] | None = None) -> dict[str, float]:
+    """eval/... at the eval temperature and, if asked, eval/greedy_accuracy (temperature 0); then
+    eval/<key>/... for each held-out set of eval.environments (``more``, by key)."""
     metrics = {f"eval/{key}": value for key, value in (await evaluate(engine, tokenizer, tasks, config.eval.temperature, config)).items()}
     if config.eval.greedy:
         metrics["eval/greedy_accuracy"] = (await evaluate(engine, tokenizer, tasks, 0.0, config))["accuracy"]
+    for name, other in (more or {}).items():
+        metrics |= {f"eval/{name}/{key}": value for key, value in (await evaluate(engine, tokenizer, other, config.eval.temperature, config)).items()}
     return metrics
+
+
+def eval_sets(config: Config) -> dict[str, TaskSet]:
+    """The task sets of eval.environments, by key (their train splits are made only to keep their
+    held-out sets what a run on that environment would hold out)."""
+    return {key: load_tasks(config.model_copy(update={"task": task})) for key, task in config.eval.environments.items()}

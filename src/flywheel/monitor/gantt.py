@@ -65,7 +65,7 @@ def _ticks(t0: float, t1: float, count: int = 10) -> list[float]:
     raw = max(t1 - t0, 1e-9) / count
     step = next(m * 10**e for e in range(-3, 7) for m in (1, 2, 5) if m * 10**e >= raw)
     first = -(-t0 // step) * step
-    return [round(first + i * step, 6) for i in range(int((t1 - first) // step) + 1)]
+    return [round(first + i * step, 6) for i in range(int((t1 - first) / step + 1e-9) + 1)]
 
 
 if __name__ == "__main__":

@@ -46,6 +46,10 @@ def open_run(config: Config) -> tuple[Path, Path | None, dict]:
     metrics_path, dump_path = run_dir / "metrics.jsonl", run_dir / "rollouts.jsonl"
     kept = [row for row in read_metrics(metrics_path) if row["step"] <= state["step"]]
     metrics_path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+    alerts_path = run_dir / "alerts.jsonl"
+    if alerts_path.is_file():
+        kept_alerts = [row for row in read_metrics(alerts_path) if row["step"] <= state["step"]]
+        alerts_path.write_text("".join(json.dumps(row) + "\n" for row in kept_alerts))
     if dump_path.is_file():  # a group trained at step k was trained on version k - 1
         fates = [row for row in read_metrics(dump_path) if row["fate"] != "pending" and row["trainer_version"] < state["step"]]
         dump_path.write_text("".join(json.dumps(row) + "\n" for row in fates))

@@ -122,7 +122,13 @@ class PrometheusTracker:
         from prometheus_client import CollectorRegistry, start_http_server
 
         self.registry, self.gauges = CollectorRegistry(), {}
-        self.server, self.thread = start_http_server(port, addr=host, registry=self.registry)
+        try:
+            self.server, self.thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as error:
+            raise RuntimeError(
+                f"monitor.prometheus_port: cannot serve Prometheus metrics on {host}:{port} ({error.strerror or error}); "
+                "choose another port, or 0 for a free one"
+            ) from None
         self.url = f"http://{host}:{self.server.server_port}/metrics"
         (run_dir / "prometheus.txt").write_text(self.url + "\n")
 

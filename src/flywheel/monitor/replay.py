@@ -1,0 +1,115 @@
+"""``flywheel replay RUN_DIR --step N``: step N's training again, from its rollout dump
+(``rollouts/step_NNNNNN.parquet``) and the trainer as it was before the step (the checkpoint of step N - 1,
+or the initial model for step 1): the batch is rebuilt from the dump (tokens, engine logprobs, the loss
+mask and advantages it trained with), one train_step runs, and its loss and gradient norm are compared
+with what metrics.jsonl logged (equal in fp32 on CPU). Critic algorithms (PPO) are not covered: the dump
+holds no value targets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from flywheel.algorithms import make_algorithm
+from flywheel.config import Config, ConfigError, load_config
+from flywheel.types import Completion, Episode, TrainBatch, collate
+
+COMPARED = ("loss/policy", "train/grad_norm")
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    step: int
+    logged: dict[str, float]
+    replayed: dict[str, float]
+
+    @property
+    def exact(self) -> bool:
+        return all(self.logged[name] == self.replayed[name] for name in self.logged)
+
+    def report(self) -> str:
+        lines = [f"step {self.step}: {'exact' if self.exact else 'DIFFERENT'}"]
+        for name, logged in self.logged.items():
+            replayed = self.replayed[name]
+            lines.append(f"  {name:<16} logged {logged!r:<24} replayed {replayed!r:<24} diff {abs(replayed - logged):.3g}")
+        return "\n".join(lines)
+
+
+def dumped_batch(path: Path, pad_id: int) -> TrainBatch:
+    """The step's TrainBatch from its dump: the episodes' tokens and engine logprobs, collated in the
+    trained order, with the loss mask and advantages the step trained with (float64 in the file, float32
+    when trained: the round trip is exact)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(path).to_pylist()
+    episodes = [
+        Episode(
+            list(r["prompt_ids"]),
+            Completion(list(r["completion_ids"]), list(r["engine_logprobs"]), r["completion"], (), r["truncated"]),
+            r["reward"],
+            r["error"],
+        )
+        for r in rows
+    ]
+    batch = collate(episodes, pad_id)
+    mask, advantages = torch.zeros_like(batch.loss_mask), torch.zeros_like(batch.advantages)
+    for i, r in enumerate(rows):
+        span = slice(len(r["prompt_ids"]), len(r["prompt_ids"]) + len(r["completion_ids"]))
+        mask[i, span] = torch.tensor(r["loss_mask"], dtype=mask.dtype)
+        advantages[i, span] = torch.tensor(r["advantages"], dtype=advantages.dtype)
+    return replace(batch, loss_mask=mask, advantages=advantages)
+
+
+def replay_inputs(run_dir: Path, step: int) -> tuple[Config, Path, Path | None, dict]:
+    """(config, dump, checkpoint or None for the initial model, logged row); ConfigError names what is missing."""
+    config = load_config(run_dir / "config.yaml")
+    if make_algorithm(config.algorithm).needs_critic:
+        raise ConfigError(f"replay covers critic-free algorithms; {config.algorithm.name} trains a critic whose targets the dump does not hold")
+    dump = run_dir / "rollouts" / f"step_{step:06d}.parquet"
+    if not dump.is_file():
+        raise ConfigError(f"step {step} of {run_dir} has no rollout dump ({dump}); dumped steps are multiples of monitor.dump_every")
+    checkpoint = None
+    if step > 1:
+        checkpoint = run_dir / "checkpoints" / f"step_{step - 1}"
+        if not (checkpoint / "trainer_state.pt").is_file():
+            raise ConfigError(
+                f"replaying step {step} needs the checkpoint of step {step - 1} ({checkpoint}); run with run.checkpoint_every dividing {step - 1}"
+            )
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    logged = next((r for r in rows if r["step"] == step and "loss/policy" in r), None)
+    if logged is None:
+        raise ConfigError(f"metrics.jsonl of {run_dir} logged no training at step {step}")
+    return config, dump, checkpoint, logged
+
+
+def replay(run_dir: Path, step: int) -> ReplayResult:
+    """Runs step ``step`` again on a trainer of its own (Ray started if needed, and stopped)."""
+    import ray
+
+    from flywheel.cluster.workers import start_trainer
+    from flywheel.weights import open_transport
+
+    config, dump, checkpoint, logged = replay_inputs(run_dir, step)
+    own_ray = not ray.is_initialized()
+    trainer = start_trainer(config, open_transport(config.weights, config.rollout.engines))
+    try:
+        replayed = asyncio.run(_train_again(config, trainer, dump, checkpoint))
+    finally:
+        trainer.shutdown()
+        if own_ray:
+            ray.shutdown()
+    return ReplayResult(step, {name: float(logged[name]) for name in COMPARED}, {name: float(replayed[name]) for name in COMPARED})
+
+
+async def _train_again(config: Config, trainer, dump: Path, checkpoint: Path | None) -> dict[str, float]:
+    from transformers import AutoTokenizer
+
+    if checkpoint is not None:
+        await trainer.restore(str(checkpoint))
+    batch = dumped_batch(dump, AutoTokenizer.from_pretrained(config.model.path).pad_token_id)
+    metrics = await trainer.train_step(batch)
+    return {name: float(metrics[name]) for name in COMPARED}
