@@ -276,7 +276,10 @@ function chart(name, series) {
     for (const alert of state.alerts[s.run] || []) {
       const x = state.xaxis === "step" ? alert.step : num(alert.time_s);
       if (x == null || x < x0 || x > x1) continue;
-      plot.append(svg("line", { class: "alert-mark", x1: X(x), x2: X(x), y1: M.t, y2: H - M.b }, svg("title", {}, `${s.run} · alert at step ${alert.step}: ${alert.kind}: ${alert.message}`)));
+      const text = `${s.run} · alert at step ${alert.step}: ${alert.kind}: ${alert.message}`;
+      plot.append(svg("line", { class: "alert-mark", x1: X(x), x2: X(x), y1: M.t, y2: H - M.b }, svg("title", {}, text)));
+      const [px, py] = [X(x), M.t];
+      plot.append(svg("path", { class: "alert-flag", d: `M${px - 4},${py - 6}h8l-4,6z`, fill: s.colour }, svg("title", {}, text)));
     }
   }
   for (const s of series) {
