@@ -267,4 +267,10 @@ def test_dashboard_of_a_multi_turn_run(tmp_path):
         )
         check_timeline(driver, "tools", runs["tools"])
         check_alerts(driver, runs, "reward/mean")
+        with (runs["tools"] / "metrics.jsonl").open("a") as metrics:  # the run writes on: a refresh shows its new step
+            metrics.write(json.dumps({"step": 4, "reward/mean": 0.875, "timing/elapsed_s": 10.0}) + "\n")
+        driver.find_element("id", "refresh").click()
+        settle(driver)
+        check_curves(driver, runs, "reward/mean")
+        assert attrs(driver, 'figure[data-metric="reward/mean"] .pt', "data-step")[-1] == {"data-step": "4"}
         screenshot(driver, tmp_path / "dashboard-multi-turn.png")
