@@ -249,6 +249,7 @@ def handmade_run(run: Path) -> None:
     alerts.append({"step": 2, "kind": "nonfinite", "message": "train/entropy was nan", "time_s": 6.0})
     for name, rows in (("metrics", metrics), ("timeline", spans), ("alerts", alerts)):
         (run / f"{name}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (run / "config.yaml").write_text("task:\n  name: calculator\n")
 
 
 def test_dashboard_of_a_multi_turn_run(tmp_path):
@@ -267,6 +268,9 @@ def test_dashboard_of_a_multi_turn_run(tmp_path):
         )
         check_timeline(driver, "tools", runs["tools"])
         check_alerts(driver, runs, "reward/mean")
+        driver.find_element("css selector", '.run[data-run="tools"] button').click()
+        settle(driver)
+        assert driver.find_element("css selector", "#config pre").text == "task:\n  name: calculator"
         with (runs["tools"] / "metrics.jsonl").open("a") as metrics:  # the run writes on: a refresh shows its new step
             metrics.write(json.dumps({"step": 4, "reward/mean": 0.875, "timing/elapsed_s": 10.0}) + "\n")
         driver.find_element("id", "refresh").click()

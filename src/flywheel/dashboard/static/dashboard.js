@@ -133,6 +133,7 @@ function renderRuns() {
         el("span", { class: "swatch", style: `background:${state.colours[run.name]}` }),
         run.name,
         el("small", {}, `last step ${run.last_step ?? "–"} · ${run.rollout_steps.length} rollout dumps · ${run.alerts} alerts`),
+        el("button", { type: "button", class: "link", onclick: (event) => showConfig(event, run.name).catch(report) }, "config"),
       ),
     ),
   );
@@ -140,6 +141,20 @@ function renderRuns() {
   fillSelect($("#traj-run"), (withDumps.length ? withDumps : state.runs).map((r) => [r.name, r.name]), state.traj.run);
   const withTimeline = state.runs.filter((r) => r.timeline);
   fillSelect($("#tl-run"), (withTimeline.length ? withTimeline : state.runs).map((r) => [r.name, r.name]), state.tl.run);
+}
+
+// the run's config.yaml under the run list (a second click hides it)
+async function showConfig(event, run) {
+  event.preventDefault(); // the button sits in the run's label: no checkbox toggle
+  const box = $("#config");
+  if (box.dataset.run === run && !box.hidden) {
+    box.hidden = true;
+    return;
+  }
+  const { text } = await api("/api/config", { run });
+  box.replaceChildren(el("b", {}, `${run}/config.yaml`), el("pre", {}, text || "(no config.yaml)"));
+  box.dataset.run = run;
+  box.hidden = false;
 }
 
 // ---------- curves ----------
