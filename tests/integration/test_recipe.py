@@ -60,10 +60,11 @@ def test_the_recipe_validates_renders_trains_and_grades(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     renderer = Renderer(tokenizer, env.system_prompt)
     prompt_ids, messages = renderer.prompt(env.reset(task))
-    text = tokenizer.decode(prompt_ids)
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert text.startswith("<|im_start|>system\nSolve the problem step by step.") and text.endswith(
         f"{task.prompt}<|im_end|>\n<|im_start|>assistant\n"
     )
+    assert prompt_ids == tokenizer.encode(text, add_special_tokens=False)
     assert [m["role"] for m in messages] == ["system", "user"]
 
     completion = "Maya sold 16 / 2 = 8 in May, so 16 + 8 = 24. \\boxed{24}"
