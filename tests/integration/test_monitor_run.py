@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROMPTS, GROUP, STEPS = 8, 8, 3
 COLUMNS = (
     "step position index env prompt prompt_ids completion completion_ids completion_tokens engine_logprobs trainer_logprobs advantages "
-    "reward sub_rewards guard_flags weight_versions loss_mask turns tool_calls valid error truncated weight_version"
+    "returns old_values reward sub_rewards guard_flags weight_versions loss_mask turns tool_calls valid error truncated weight_version"
 ).split()
 _RUN: dict = {}
 

@@ -13,7 +13,7 @@ from flywheel.monitor.replay import replay, replay_inputs
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_replayed_steps_equal_the_logged_ones(fresh_workers, tmp_path, capsys):
+def run(fresh_workers, tmp_path, *extra: str) -> Path:
     config = load_config(
         REPO / "configs/quickstart.yaml",
         [
@@ -27,9 +27,14 @@ def test_replayed_steps_equal_the_logged_ones(fresh_workers, tmp_path, capsys):
             "task.eval_size=8",
             "run.progress=false",
             f"run.output_dir={tmp_path}",
+            *extra,
         ],
     )
-    run_dir = train(config, fresh_workers(config))
+    return train(config, fresh_workers(config))
+
+
+def test_replayed_steps_equal_the_logged_ones(fresh_workers, tmp_path, capsys):
+    run_dir = run(fresh_workers, tmp_path)
     first = replay(run_dir, 1)  # from the initial model
     assert first.exact, first.report()
     assert first.logged["loss/policy"] != 0.0 and first.logged["train/grad_norm"] > 0.0
@@ -39,3 +44,10 @@ def test_replayed_steps_equal_the_logged_ones(fresh_workers, tmp_path, capsys):
         replay_inputs(run_dir, 2)
     with pytest.raises(ConfigError, match=r"step 4 .* has no rollout dump"):
         replay_inputs(run_dir, 4)
+
+
+def test_a_ppo_step_replays_with_its_critic(fresh_workers, tmp_path):
+    run_dir = run(fresh_workers, tmp_path, "algorithm.name=ppo")
+    result = replay(run_dir, 3)
+    assert set(result.logged) == {"loss/policy", "train/grad_norm", "loss/critic", "train/critic_grad_norm"}
+    assert result.exact, result.report()

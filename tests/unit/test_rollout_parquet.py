@@ -67,6 +67,7 @@ def test_rows_follow_the_batch_and_the_contract(tmp_path):
     a = 0.5 / (0.5**0.5 + 1e-6)
     assert first["advantages"] == pytest.approx([a, a, 0.0, a], abs=1e-7)
     assert rows[1]["advantages"] == pytest.approx([-a, -a], abs=1e-7)
+    assert all(r["returns"] == r["old_values"] == [] for r in rows)  # no critic
     assert (first["turns"], first["tool_calls"], first["reward"]) == (2, 1, 1.0)
     assert json.loads(first["sub_rewards"]) == {"env": 1.0, "pipeline": 1.0} and rows[1]["guard_flags"] == ["length_padding"]
     # group 9: one valid episode, so its advantage is 0; the invalid one is out of the loss

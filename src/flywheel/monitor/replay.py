@@ -2,8 +2,8 @@
 (``rollouts/step_NNNNNN.parquet``) and the trainer as it was before the step (the checkpoint of step N - 1,
 or the initial model for step 1): the batch is rebuilt from the dump (tokens, engine logprobs, the loss
 mask and advantages it trained with), one train_step runs, and its loss and gradient norm are compared
-with what metrics.jsonl logged (equal in fp32 on CPU). Critic algorithms (PPO) are not covered: the dump
-holds no value targets."""
+with what metrics.jsonl logged (equal in fp32 on CPU). For critic algorithms (PPO) the dump's value
+targets and rollout-time values are restored too."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ from pathlib import Path
 
 import torch
 
-from flywheel.algorithms import make_algorithm
 from flywheel.config import Config, ConfigError, load_config
 from flywheel.types import Completion, Episode, TrainBatch, collate
 
-COMPARED = ("loss/policy", "train/grad_norm")
+COMPARED = ("loss/policy", "train/grad_norm", "loss/critic", "train/critic_grad_norm")  # those the step logged
 
 
 @dataclass(frozen=True)
@@ -41,8 +40,8 @@ class ReplayResult:
 
 def dumped_batch(path: Path, pad_id: int) -> TrainBatch:
     """The step's TrainBatch from its dump: the episodes' tokens and engine logprobs, collated in the
-    trained order, with the loss mask and advantages the step trained with (float64 in the file, float32
-    when trained: the round trip is exact)."""
+    trained order, with the loss mask and advantages (and, for a critic, the returns and rollout-time
+    values) the step trained with (float64 in the file, float32 when trained: the round trip is exact)."""
     import pyarrow.parquet as pq
 
     rows = pq.read_table(path).to_pylist()
@@ -56,19 +55,19 @@ def dumped_batch(path: Path, pad_id: int) -> TrainBatch:
         for r in rows
     ]
     batch = collate(episodes, pad_id)
-    mask, advantages = torch.zeros_like(batch.loss_mask), torch.zeros_like(batch.advantages)
+    critic = bool(rows[0]["returns"])
+    columns = ("loss_mask", "advantages", "returns", "old_values") if critic else ("loss_mask", "advantages")
+    fields = {name: torch.zeros_like(batch.loss_mask) for name in columns}
     for i, r in enumerate(rows):
         span = slice(len(r["prompt_ids"]), len(r["prompt_ids"]) + len(r["completion_ids"]))
-        mask[i, span] = torch.tensor(r["loss_mask"], dtype=mask.dtype)
-        advantages[i, span] = torch.tensor(r["advantages"], dtype=advantages.dtype)
-    return replace(batch, loss_mask=mask, advantages=advantages)
+        for name, tensor in fields.items():
+            tensor[i, span] = torch.tensor(r[name], dtype=tensor.dtype)
+    return replace(batch, **fields)
 
 
 def replay_inputs(run_dir: Path, step: int) -> tuple[Config, Path, Path | None, dict]:
     """(config, dump, checkpoint or None for the initial model, logged row); ConfigError names what is missing."""
     config = load_config(run_dir / "config.yaml")
-    if make_algorithm(config.algorithm).needs_critic:
-        raise ConfigError(f"replay covers critic-free algorithms; {config.algorithm.name} trains a critic whose targets the dump does not hold")
     dump = run_dir / "rollouts" / f"step_{step:06d}.parquet"
     if not dump.is_file():
         raise ConfigError(f"step {step} of {run_dir} has no rollout dump ({dump}); dumped steps are multiples of monitor.dump_every")
@@ -102,7 +101,8 @@ def replay(run_dir: Path, step: int) -> ReplayResult:
         trainer.shutdown()
         if own_ray:
             ray.shutdown()
-    return ReplayResult(step, {name: float(logged[name]) for name in COMPARED}, {name: float(replayed[name]) for name in COMPARED})
+    names = [name for name in COMPARED if name in logged]
+    return ReplayResult(step, {name: float(logged[name]) for name in names}, {name: float(replayed[name]) for name in names})
 
 
 async def _train_again(config: Config, trainer, dump: Path, checkpoint: Path | None) -> dict[str, float]:
@@ -112,4 +112,4 @@ async def _train_again(config: Config, trainer, dump: Path, checkpoint: Path | N
         await trainer.restore(str(checkpoint))
     batch = dumped_batch(dump, AutoTokenizer.from_pretrained(config.model.path).pad_token_id)
     metrics = await trainer.train_step(batch)
-    return {name: float(metrics[name]) for name in COMPARED}
+    return {name: float(value) for name, value in metrics.items() if name in COMPARED}

@@ -12,6 +12,8 @@ one entry per completion token (model and environment tokens alike):
     engine_logprobs                 list<float>: the engine's logprob of each token (0.0 on environment tokens)
     trainer_logprobs                list<float>: the trainer's, at that step before its update
     advantages                      list<float>: the algorithm's advantage of each token
+    returns, old_values             list<float>: critic algorithms (PPO): the value targets and the
+                                    critic's rollout-time values of each token; empty lists otherwise
     reward                          float: the final reward (after the reward pipeline and shaping)
     sub_rewards                     str: JSON object, name -> value (env: the environment's grade;
                                     pipeline: the reward pipeline's total, when one scores)
@@ -50,6 +52,8 @@ SCHEMA = pa.schema(
         ("engine_logprobs", pa.list_(pa.float64())),
         ("trainer_logprobs", pa.list_(pa.float64())),
         ("advantages", pa.list_(pa.float64())),
+        ("returns", pa.list_(pa.float64())),
+        ("old_values", pa.list_(pa.float64())),
         ("reward", pa.float64()),
         ("sub_rewards", pa.string()),
         ("guard_flags", pa.list_(pa.string())),
@@ -87,6 +91,8 @@ def rollout_rows(step: int, env: str, groups: list[Group], batch: TrainBatch, tr
                     "engine_logprobs": list(c.logprobs),
                     "trainer_logprobs": trainer_logprobs[b, span].tolist(),
                     "advantages": batch.advantages[b, span].tolist(),
+                    "returns": [] if batch.returns is None else batch.returns[b, span].tolist(),
+                    "old_values": [] if batch.old_values is None else batch.old_values[b, span].tolist(),
                     "reward": episode.reward,
                     "sub_rewards": json.dumps(note["sub_rewards"]),
                     "guard_flags": list(note["guard_flags"]),
