@@ -28,7 +28,9 @@ rows of the shuffled dataset are held out). Not supported: few-shot or other mul
 images, group-level reward functions (``score_group``), per-row tools (``info["tool_defs"]``),
 environments that rewrite earlier messages, verifiers' sampling arguments (the rollout config's
 temperature and ``max_new_tokens`` apply), verifiers' server mode. An episode whose verifiers
-rollout ends in an error is an ``env_error`` episode (left out of the advantages).
+rollout ends in an error is an ``env_error`` episode (left out of the advantages). ``reset`` runs on
+the rollout's event loop (as every environment's does) until verifiers asks for the first turn: a
+slow ``setup_state`` (starting a sandbox) holds the loop up meanwhile.
 """
 
 from __future__ import annotations
