@@ -8,7 +8,8 @@ from typing import Any, TypeVar
 from flywheel.envs.base import Environment
 
 _REGISTRY: dict[str, Callable[..., Environment]] = {}
-_BUILTIN_MODULES = ("arithmetic", "calculator", "python_code", "math_env", "reasoning_gym_env", "dataset")
+# verifiers_env imports the verifiers package only when such an environment is made
+_BUILTIN_MODULES = ("arithmetic", "calculator", "python_code", "math_env", "reasoning_gym_env", "dataset", "verifiers_env")
 
 T = TypeVar("T", bound=Callable[..., Environment])
 

@@ -23,7 +23,7 @@ import contextvars
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from flywheel.engines.base import Engine
@@ -52,6 +52,7 @@ class EnvEpisode(Episode):
     stop_reason: StopReason
     messages: tuple[dict[str, str], ...]  # the conversation as text, for logs and rollout dumps
     turn_lengths: tuple[int, ...] = ()  # model tokens of each model turn
+    scores: dict[str, float] = field(default_factory=dict, compare=False)  # sub-scores of the last step's info["scores"]
     failure: BaseException | None = field(default=None, compare=False, repr=False)  # what an ``error`` episode raised
 
     @property
@@ -137,7 +138,8 @@ async def run_group(
             episode.tool_calls += result.info.get("tool_calls", 0)
             episode.tool_errors += result.info.get("tool_errors", 0)
             if result.done:
-                finished[i] = _finish(renderer, episode, 0.0 if result.reward is None else result.reward, "done")
+                reward = 0.0 if result.reward is None else result.reward
+                finished[i] = replace(_finish(renderer, episode, reward, "done"), scores=result.info.get("scores", {}))
             elif completion.truncated:
                 finished[i] = _finish(renderer, episode, 0.0, "truncated")
             elif turn + 1 == first.max_turns:
@@ -167,7 +169,9 @@ async def _one_turn(
             continue
         reward = 0.0 if result.reward is None else result.reward
         reason = "done" if result.done else "truncated" if completion.truncated else "max_turns"
-        common |= dict(tool_calls=result.info.get("tool_calls", 0), tool_errors=result.info.get("tool_errors", 0))
+        common |= dict(
+            tool_calls=result.info.get("tool_calls", 0), tool_errors=result.info.get("tool_errors", 0), scores=result.info.get("scores", {})
+        )
         episodes.append(EnvEpisode(t.prompt_ids, completion, reward if result.done else 0.0, stop_reason=reason, **common))
     return episodes
 
@@ -261,15 +265,22 @@ def _finish(renderer: Renderer, episode: _Live, reward: float, reason: StopReaso
 
 
 def episode_metrics(episodes: Sequence[EnvEpisode], tools: bool = True) -> dict[str, float]:
-    """env/turns_mean, env/time_limit_frac and, when the environment has ``tools``, tools/call_rate
-    (episodes with a call), tools/calls_per_episode, tools/error_rate (of all calls)."""
+    """env/turns_mean, env/time_limit_frac, env/score/<name> (the mean of each sub-score over the
+    episodes that have it) and, when the environment has ``tools``, tools/call_rate (episodes with a
+    call), tools/calls_per_episode, tools/error_rate (of all calls)."""
+    scores: dict[str, list[float]] = {}
+    for e in episodes:
+        for name, value in e.scores.items():
+            scores.setdefault(f"env/score/{name}", []).append(value)
     calls = sum(e.tool_calls for e in episodes)
     tool_metrics = {
         "tools/call_rate": sum(e.tool_calls > 0 for e in episodes) / len(episodes),
         "tools/calls_per_episode": calls / len(episodes),
         "tools/error_rate": sum(e.tool_errors for e in episodes) / calls if calls else 0.0,
     }
-    return (tool_metrics if tools else {}) | {
+    score_means = {name: sum(values) / len(values) for name, values in sorted(scores.items())}
+    turns = {
         "env/turns_mean": sum(e.turns for e in episodes) / len(episodes),
         "env/time_limit_frac": sum(e.stop_reason == "time_limit" for e in episodes) / len(episodes),
     }
+    return (tool_metrics if tools else {}) | turns | score_means
