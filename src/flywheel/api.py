@@ -7,11 +7,15 @@
 A config is a ``Config``, a dict shaped like the YAML file, or a YAML path; ``overrides`` are dotted keys
 (a dict or ``["section.key=value", ...]``), checked as the command line checks them. Errors are raised
 (``ConfigError`` with one sentence; the controller's own exceptions for a stopped or failed run).
+Called where an event loop runs (a Jupyter cell), the run goes to a worker thread and the call waits.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +56,17 @@ def as_config(config: ConfigLike = None, overrides: Overrides = ()) -> Config:
     return load_config(config, dotted)
 
 
+def _off_the_event_loop(call: Callable[[], Any]) -> Any:
+    """``call()`` here, or in a worker thread when this thread runs an event loop (a Jupyter kernel
+    does): the run drives an event loop of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return call()
+    with ThreadPoolExecutor(1, thread_name_prefix="flywheel") as pool:
+        return pool.submit(call).result()
+
+
 def train(config: ConfigLike = None, overrides: Overrides = ()) -> RunResult:
     """Runs training (``flywheel train``) in this process and returns the run's directory and metrics.
     ``run.supervise`` restarts a lost trainer rank as the command line does."""
@@ -59,7 +74,7 @@ def train(config: ConfigLike = None, overrides: Overrides = ()) -> RunResult:
     from flywheel.supervisor import supervise
 
     resolved = as_config(config, overrides)
-    run_dir = supervise(resolved) if resolved.run.supervise else run_loop(resolved)
+    run_dir = _off_the_event_loop(lambda: supervise(resolved) if resolved.run.supervise else run_loop(resolved))
     return RunResult(Path(run_dir), read_metrics(Path(run_dir) / "metrics.jsonl"))
 
 
@@ -79,4 +94,5 @@ def evaluate(
     from flywheel.eval.harness import EvalRequest, evaluate_checkpoint
 
     request = EvalRequest(k=k, n=n, engines=engines, output=None if output is None else str(output))
-    return evaluate_checkpoint(as_config(config, overrides), None if checkpoint is None else str(checkpoint), request)
+    resolved = as_config(config, overrides)
+    return _off_the_event_loop(lambda: evaluate_checkpoint(resolved, None if checkpoint is None else str(checkpoint), request))

@@ -1,5 +1,6 @@
 """The Python API from a fresh interpreter, as a notebook calls it: train a short run from a dict, then
-evaluate its final model; the results are the files the run wrote."""
+evaluate its final model from inside a running event loop (as a Jupyter cell does); the results are the
+files the run wrote."""
 
 import json
 import subprocess
@@ -10,12 +11,16 @@ import textwrap
 def test_train_then_evaluate_from_python(tmp_path):
     script = textwrap.dedent(
         f"""
-        import json, yaml
+        import asyncio, json, yaml
         from flywheel import train, evaluate
         config = yaml.safe_load(open("configs/quickstart.yaml"))
         config["run"] |= {{"steps": 2, "output_dir": "{tmp_path}", "name": "api", "progress": False}}
         result = train(config, {{"rollout.prompts_per_step": 8, "task.eval_size": 12, "eval.greedy": False}})
-        report = evaluate(config, {{"task.eval_size": 12}}, checkpoint=result.run_dir, k=2, n=2)
+
+        async def cell():  # a Jupyter cell runs inside the kernel's event loop
+            return evaluate(config, {{"task.eval_size": 12}}, checkpoint=result.run_dir, k=2, n=2)
+
+        report = asyncio.run(cell())
         print(json.dumps({{"run_dir": str(result.run_dir), "rows": result.metrics, "report": report}}))
         """
     )
