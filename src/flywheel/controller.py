@@ -241,9 +241,10 @@ async def _train(config: Config, workers: Workers) -> Path:
                 invalid = watch_invalid(step, row, config)
                 hacking = [Alert(step, "hacking", text) for text in (pipeline.watch(step, row) if pipeline else [])]  # may raise to stop
                 stops = list(dict.fromkeys(alerts.step(step, row, invalid + hacking) + (invalid if config.rollout.stop_on_invalid else [])))
-                if (step % config.eval.every == 0 or step == config.run.steps) and background:
+                eval_due = step % config.eval.every == 0 or step == config.run.steps
+                if eval_due and background:
                     await background.start(step, update)  # evaluates this step's weights while the next steps train
-                elif step % config.eval.every == 0 or step == config.run.steps:
+                elif eval_due:
                     with timeline.span("controller", "eval"):
                         await loading  # evaluate the weights of this step
                         row |= await eval_metrics(router, tokenizer, tasks, config, more_evals)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flywheel.config import AlertsConfig
+from flywheel.monitor.metrics import read_metrics
+from flywheel.rewards.guards.alert import running_baseline
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ class HealthRules:
         if kl is None or not math.isfinite(kl):
             return None
         baseline, c = self.mismatch_baseline, self.config
-        self.mismatch_baseline = kl if baseline is None else c.decay * baseline + (1 - c.decay) * kl
+        self.mismatch_baseline = running_baseline(baseline, kl, c.decay)
         if kl > c.mismatch_kl_max:
             return (
                 f"mismatch KL spike: train/mismatch_kl {kl:.3g} is above alerts.mismatch_kl_max {c.mismatch_kl_max:g} (trainer and engine disagree)"
@@ -109,7 +111,7 @@ class HealthRules:
         if rate is None:
             return None
         baseline, c = self.invalid_baseline, self.config
-        self.invalid_baseline = rate if baseline is None else c.decay * baseline + (1 - c.decay) * rate
+        self.invalid_baseline = running_baseline(baseline, rate, c.decay)
         if baseline is not None and rate > baseline + c.invalid_rise:
             return f"rising environment error rate: {rate:.0%} of the step's episodes were invalid, {rate - baseline:.0%} above the running baseline {baseline:.0%} (first tracebacks in errors/)"
         return None
@@ -148,4 +150,4 @@ class AlertLog:
 
 def read_alerts(run_dir: Path) -> list[dict]:
     path = run_dir / "alerts.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    return read_metrics(path) if path.is_file() else []

@@ -8,13 +8,13 @@ targets and rollout-time values are restored too."""
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from flywheel.config import Config, ConfigError, load_config
+from flywheel.monitor.metrics import read_metrics
 from flywheel.types import Completion, Episode, TrainBatch, collate
 
 COMPARED = ("loss/policy", "train/grad_norm", "loss/critic", "train/critic_grad_norm")  # those the step logged
@@ -78,7 +78,7 @@ def replay_inputs(run_dir: Path, step: int) -> tuple[Config, Path, Path | None, 
             raise ConfigError(
                 f"replaying step {step} needs the checkpoint of step {step - 1} ({checkpoint}); run with run.checkpoint_every dividing {step - 1}"
             )
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_metrics(run_dir / "metrics.jsonl")
     logged = next((r for r in rows if r["step"] == step and "loss/policy" in r), None)
     if logged is None:
         raise ConfigError(f"metrics.jsonl of {run_dir} logged no training at step {step}")

@@ -43,17 +43,17 @@ def open_run(config: Config) -> tuple[Path, Path | None, dict]:
         return run_dir, None, {"step": 0, "next_position": 0, "pending": [], "accepted": 0}
     run_dir = Path(config.run.resume)
     checkpoint, state = latest_checkpoint(run_dir)
-    metrics_path, dump_path = run_dir / "metrics.jsonl", run_dir / "rollouts.jsonl"
-    kept = [row for row in read_metrics(metrics_path) if row["step"] <= state["step"]]
-    metrics_path.write_text("".join(json.dumps(row) + "\n" for row in kept))
-    alerts_path = run_dir / "alerts.jsonl"
-    if alerts_path.is_file():
-        kept_alerts = [row for row in read_metrics(alerts_path) if row["step"] <= state["step"]]
-        alerts_path.write_text("".join(json.dumps(row) + "\n" for row in kept_alerts))
-    if dump_path.is_file():  # a group trained at step k was trained on version k - 1
-        fates = [row for row in read_metrics(dump_path) if row["fate"] != "pending" and row["trainer_version"] < state["step"]]
-        dump_path.write_text("".join(json.dumps(row) + "\n" for row in fates))
+    _keep_rows(run_dir / "metrics.jsonl", lambda row: row["step"] <= state["step"])
+    _keep_rows(run_dir / "alerts.jsonl", lambda row: row["step"] <= state["step"])
+    # a group trained at step k was trained on version k - 1
+    _keep_rows(run_dir / "rollouts.jsonl", lambda row: row["fate"] != "pending" and row["trainer_version"] < state["step"])
     return run_dir, checkpoint, state
+
+
+def _keep_rows(path: Path, keep) -> None:
+    """Rewrites a JSON-lines file (if there is one) with only the rows ``keep`` accepts."""
+    if path.is_file():
+        path.write_text("".join(json.dumps(row) + "\n" for row in read_metrics(path) if keep(row)))
 
 
 class RolloutDump:

@@ -3,7 +3,6 @@ metrics, the alerts and the slowest stages of the actor timeline."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -14,6 +13,7 @@ import yaml
 from flywheel.config import Config
 from flywheel.monitor.alerts import read_alerts
 from flywheel.monitor.metrics import read_metrics
+from flywheel.monitor.timeline import Span, read_timeline
 
 HEADLINE = (
     "reward/mean",
@@ -43,11 +43,11 @@ def config_diff(tree: dict[str, Any], defaults: dict[str, Any], prefix: str = ""
     return diff
 
 
-def slowest_stages(spans: list[dict], top: int = 8) -> list[tuple[str, str, float, int]]:
+def slowest_stages(spans: list[Span], top: int = 8) -> list[tuple[str, str, float, int]]:
     """(actor, stage, total seconds, spans) of the timeline, most time first."""
     totals: dict[tuple[str, str], list[float]] = defaultdict(list)
     for span in spans:
-        totals[(span["actor"], span["stage"])].append(span["end_s"] - span["start_s"])
+        totals[(span.actor, span.stage)].append(span.end_s - span.start_s)
     ranked = sorted(((actor, stage, sum(d), len(d)) for (actor, stage), d in totals.items()), key=lambda r: -r[2])
     return ranked[:top]
 
@@ -79,7 +79,7 @@ def summary(run_dir: Path) -> str:
     lines += ["", f"alerts: {len(alerts)}"] + [f"  step {a['step']:>4}  [{a['kind']}] {a['message']}" for a in alerts[-20:]]
     timeline = run_dir / "timeline.jsonl"
     if timeline.is_file():
-        spans = [json.loads(line) for line in timeline.read_text().splitlines() if line.strip()]
+        spans = read_timeline(timeline)
         lines += ["", "slowest stages (actor / stage: total seconds over spans)"]
         lines += [f"  {actor:<12} {stage:<16} {total:9.2f} s  over {count} spans" for actor, stage, total, count in slowest_stages(spans)]
     else:

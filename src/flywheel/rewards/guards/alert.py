@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 
+def running_baseline(baseline: float | None, value: float, decay: float) -> float:
+    """The exponential moving average after ``value``: seeded by the first value (``baseline`` None)."""
+    return value if baseline is None else decay * baseline + (1.0 - decay) * value
+
+
 class HackingAlert:
     """Fires for a `hacking/*_rate` metric above `threshold`, or more than `rise` above its running baseline (an
     exponential moving average with `decay`, seeded by the metric's first value and updated after each check).
@@ -27,7 +32,7 @@ class HackingAlert:
                 alerts.append(f"Step {step}: {key} is {rate:.3f}, above the threshold {self.threshold:.3f}.")
             elif base is not None and rate - base > self.rise:
                 alerts.append(f"Step {step}: {key} rose to {rate:.3f} from its baseline {base:.3f} (more than {self.rise:.3f}).")
-            self.baselines[key] = rate if base is None else self.decay * base + (1.0 - self.decay) * rate
+            self.baselines[key] = running_baseline(base, rate, self.decay)
         if alerts and self.stop:
             self.should_stop = True
         return alerts
