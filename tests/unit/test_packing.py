@@ -7,7 +7,7 @@ from transformers import AutoModelForCausalLM
 
 from flywheel.algorithms.aggregation import LossTotals
 from flywheel.config import load_config
-from flywheel.trainer.attention import VARLEN, cu_seq_lens, varlen_attention
+from flywheel.trainer.attention import VARLEN, by_length, cu_seq_lens, varlen_attention
 from flywheel.trainer.group import deal_rows
 from flywheel.trainer.logprobs import token_logprobs
 from flywheel.trainer.packing import Packed, plan_microbatches
@@ -42,16 +42,27 @@ def test_pack_lays_rows_end_to_end_and_unpacks_to_the_padded_layout():
 def test_per_sequence_attention_equals_causal_attention_of_each_sequence_alone():
     torch.manual_seed(0)
     lengths = [3, 5, 3, 1]
-    q, k, v = torch.randn(1, 4, 12, 8), torch.randn(1, 2, 12, 8), torch.randn(1, 2, 12, 8)  # 4 query heads, 2 kv heads
+    q, k, v = (torch.randn(1, heads, 12, 8, requires_grad=True) for heads in (4, 2, 2))  # 4 query heads, 2 kv heads
+    weights = torch.randn(1, 12, 4, 8)
     packed, _ = varlen_attention(None, q, k, v, None, scaling=0.3, cu_seq_lens_q=cu_seq_lens(lengths))
-    start = 0
+    packed_grads = torch.autograd.grad((packed * weights).sum(), (q, k, v))
+    start, alone_loss = 0, 0.0
     for n in lengths:
         part = slice(start, start + n)
         alone = torch.nn.functional.scaled_dot_product_attention(
             q[:, :, part], k[:, :, part], v[:, :, part], is_causal=True, scale=0.3, enable_gqa=True
-        )
-        torch.testing.assert_close(packed[:, part], alone.transpose(1, 2), atol=1e-6, rtol=0)
+        ).transpose(1, 2)
+        torch.testing.assert_close(packed[:, part], alone, atol=1e-6, rtol=0)
+        alone_loss = alone_loss + (alone * weights[:, part]).sum()
         start += n
+    for packed_grad, alone_grad in zip(packed_grads, torch.autograd.grad(alone_loss, (q, k, v))):
+        torch.testing.assert_close(packed_grad, alone_grad, atol=1e-6, rtol=0)
+
+
+def test_positions_in_length_order_keep_packed_order_within_a_length():
+    positions, runs = by_length(cu_seq_lens([3, 5, 3, 1]))
+    assert positions.tolist() == [11, 0, 1, 2, 8, 9, 10, 3, 4, 5, 6, 7]
+    assert runs == [(1, 1), (3, 2), (5, 1)]
 
 
 def test_packed_logprobs_equal_padded_ones_on_the_shipped_model():

@@ -39,10 +39,9 @@ class Packed:
     @classmethod
     def of(cls, tokens: torch.Tensor, attention_mask: torch.Tensor) -> Packed:
         """tokens, attention_mask [B, T] (right-padded) -> the B sequences packed."""
-        lengths = attention_mask.sum(dim=1).tolist()
-        ids = torch.cat([row[:n] for row, n in zip(tokens, lengths)])
-        positions = torch.cat([torch.arange(n, device=tokens.device) for n in lengths])
-        return cls(ids[None], positions[None], lengths)
+        real = attention_mask.bool()
+        positions = attention_mask.cumsum(dim=1) - 1
+        return cls(tokens[real][None], positions[real][None], attention_mask.sum(dim=1).tolist())
 
     def model_inputs(self) -> dict[str, torch.Tensor | int]:
         """Keyword arguments of a transformers forward over the packed rows (the sequence boundaries
