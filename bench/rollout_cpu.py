@@ -30,6 +30,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from rollout import REPO, SIZES, flywheel_round, make_config  # noqa: E402
 
+#: per round: CPU seconds of the driver process (all threads), of its event-loop thread alone, of the
+#: engine actor's process, of vLLM's engine core and worker processes; wall seconds
+KEYS = ("driver_cpu_s", "driver_loop_cpu_s", "actor_cpu_s", "core_cpu_s", "wall_s")
+
 
 def process_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
@@ -97,11 +101,10 @@ def main() -> None:
             if args.profile and r == 1:
                 ray.get(_profile_actor(engine.actor, True))
                 driver_profile.enable()
-            before = time.process_time(), process_cpu_s(actor_pid), sum(map(process_cpu_s, core)), time.perf_counter()
+            before = time.process_time(), time.thread_time(), process_cpu_s(actor_pid), sum(map(process_cpu_s, core)), time.perf_counter()
             seconds, tokens = asyncio.run(flywheel_round(router, tokenizer, tasks, config, algorithm, (r + 2000) * prompts))
-            after = time.process_time(), process_cpu_s(actor_pid), sum(map(process_cpu_s, core)), time.perf_counter()
-            row = {"round": r, "driver_cpu_s": after[0] - before[0], "actor_cpu_s": after[1] - before[1], "core_cpu_s": after[2] - before[2]}
-            row |= {"wall_s": after[3] - before[3], "tokens": sum(len(t) for g in tokens for t in g)}
+            after = time.process_time(), time.thread_time(), process_cpu_s(actor_pid), sum(map(process_cpu_s, core)), time.perf_counter()
+            row = {"round": r, **{k: round(a - b, 4) for k, a, b in zip(KEYS, after, before)}, "tokens": sum(len(t) for g in tokens for t in g)}
             row["digest"] = hashlib.sha256(json.dumps(tokens).encode()).hexdigest()[:16]
             print(json.dumps(row), flush=True)
             if r:
@@ -115,8 +118,7 @@ def main() -> None:
     finally:
         engine.shutdown()
         ray.shutdown()
-    keys = ("driver_cpu_s", "actor_cpu_s", "core_cpu_s", "wall_s")
-    print(json.dumps({"median": {k: round(statistics.median(x[k] for x in rows), 4) for k in keys}, "load": os.getloadavg()[0]}), flush=True)
+    print(json.dumps({"median": {k: round(statistics.median(x[k] for x in rows), 4) for k in KEYS}, "load": os.getloadavg()[0]}), flush=True)
 
 
 if __name__ == "__main__":

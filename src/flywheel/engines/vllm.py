@@ -101,6 +101,8 @@ class VLLMEngine:
     ) -> list[list[Completion]]:
         """``n`` completions of each prompt; prompt i samples with seed ``seed + i``. A completion also
         ends after any of the ``stop`` strings, which it keeps."""
+        if len(prompts) == 1:  # a group's call (the common case): no task to gather
+            return [await self._complete(prompts[0], n, temperature, max_tokens, seed, stop)]
         requests = (self._complete(p, n, temperature, max_tokens, seed + i, stop) for i, p in enumerate(prompts))
         return list(await asyncio.gather(*requests))
 
