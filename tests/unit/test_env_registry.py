@@ -41,3 +41,30 @@ def test_unknown_name_lists_the_known_ones():
 def test_a_name_is_registered_once():
     with pytest.raises(ValueError, match="environment 'echo-test' is already registered"):
         register_env("echo-test")(type("Other", (Echo,), {}))
+
+
+def test_builtins_are_imported_once_and_later_registrations_still_count(monkeypatch):
+    import importlib
+
+    from flywheel.envs import registry
+
+    imports: list[str] = []
+    real = importlib.import_module
+
+    def counting(name: str, package: str | None = None):
+        imports.append(name)
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", counting)
+    monkeypatch.setattr(registry, "_builtins_loaded", False)  # as in a fresh process
+    for _ in range(100):  # a step of the quickstart makes an environment per episode
+        make_env("arithmetic", digits=2)
+    assert known_envs() == sorted(registry._REGISTRY)
+    assert imports == [f"flywheel.envs.{m}" for m in registry._BUILTIN_MODULES]  # one import of each, all told
+
+    @register_env("late-test")  # a user's environment registered after the built-ins were loaded
+    class Late(Echo):
+        pass
+
+    assert "late-test" in known_envs() and isinstance(make_env("late-test"), Late)
+    assert len(imports) == len(registry._BUILTIN_MODULES)

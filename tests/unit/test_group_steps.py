@@ -41,3 +41,41 @@ def test_steps_after_the_deadline_all_time_out():
 
 def test_no_steps():
     assert asyncio.run(_steps([], [], time.monotonic() + 1)) == []
+
+
+class InlineEnv(Env):
+    step_inline = True
+
+    def step(self, text: str):
+        self.thread = threading.current_thread()
+        return super().step(text)
+
+
+def test_inline_steps_run_on_the_loop_in_order_with_the_same_failures():
+    envs = [InlineEnv("ok"), InlineEnv("raise"), InlineEnv("ok")]
+
+    async def run():
+        return threading.current_thread(), await _steps(envs, ["a", "bb", "ccc"], time.monotonic() + 5)
+
+    loop_thread, results = asyncio.run(run())
+    assert all(env.thread is loop_thread for env in envs)  # no worker thread
+    assert [results[0].reward, results[2].reward] == [1.0, 3.0]
+    assert isinstance(results[1], EnvFailure) and results[1].reason == "env_error"
+    assert str(results[1]) == "InlineEnv.step raised ValueError: bad bb" and isinstance(results[1].__cause__, ValueError)
+
+
+def test_inline_steps_after_the_deadline_time_out_without_running():
+    envs = [InlineEnv("ok"), InlineEnv("ok")]
+    results = asyncio.run(_steps(envs, ["a", "b"], time.monotonic() - 1))
+    assert [r.reason for r in results] == ["env_timeout", "env_timeout"]
+    assert not any(hasattr(env, "thread") for env in envs)
+
+
+def test_the_quickstart_environment_steps_inline():
+    from flywheel.envs.registry import make_env
+
+    env = make_env("arithmetic")
+    assert env.step_inline is True
+    env.reset(env.tasks(1, seed=0)[0])
+    [result] = asyncio.run(_steps([env], [env.answer], time.monotonic() + 5))
+    assert result.reward == 1.0 and result.done

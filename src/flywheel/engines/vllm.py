@@ -13,9 +13,9 @@ the token came out, so a completion that spans an update says which tokens came 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import pickle
-import uuid
 
 import torch
 
@@ -94,12 +94,15 @@ class VLLMEngine:
         self.replica = replica
         self.group: str | None = None  # the weight-transfer group the workers have joined
         self.weight_version = 0
+        self.request_ids = itertools.count()  # unique within this engine, which is all vLLM asks of an id
 
     async def generate(
         self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
     ) -> list[list[Completion]]:
         """``n`` completions of each prompt; prompt i samples with seed ``seed + i``. A completion also
         ends after any of the ``stop`` strings, which it keeps."""
+        if len(prompts) == 1:  # a group's call (the common case): no task to gather
+            return [await self._complete(prompts[0], n, temperature, max_tokens, seed, stop)]
         requests = (self._complete(p, n, temperature, max_tokens, seed + i, stop) for i, p in enumerate(prompts))
         return list(await asyncio.gather(*requests))
 
@@ -121,7 +124,7 @@ class VLLMEngine:
         logprobs: list[list[float]] = [[] for _ in range(n)]
         versions: list[list[int]] = [[] for _ in range(n)]
         texts, truncated = [""] * n, [False] * n
-        async for output in self.llm.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id=uuid.uuid4().hex):
+        async for output in self.llm.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id=str(next(self.request_ids))):
             for sample in output.outputs:
                 i = sample.index
                 tokens[i] += sample.token_ids

@@ -44,6 +44,7 @@ class ArithmeticEnv:
     """The quickstart task as an environment: one turn, reward 1 for the exact sum."""
 
     max_turns, system_prompt, tools, stop = 1, None, (), ()
+    step_inline = True  # an exact-match grade: the rollout calls step on its event loop, no worker thread
 
     def __init__(self, digits: int = 3, time_limit_s: float = 60.0) -> None:
         self.digits, self.time_limit_s = digits, time_limit_s

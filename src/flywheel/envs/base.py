@@ -51,7 +51,9 @@ class Environment(Protocol):
     stop: Sequence[str]  # extra stop strings for a model turn (kept in its output), e.g. "</tool_call>"
     # Optional class attributes: ``guards`` (reward-hacking guard names that fit the environment, on
     # by default unless reward.guards is set) and ``splits(train_size, eval_size, seed)`` (its own
-    # train and held-out tasks; without it, eval tasks come from tasks(eval_size, seed + 1)).
+    # train and held-out tasks; without it, eval tasks come from tasks(eval_size, seed + 1)), and
+    # ``step_inline = True`` for a pure, quick ``step`` (no I/O, no waiting): the rollout then calls it
+    # on its event loop instead of a worker thread, and never times it out.
 
     def tasks(self, size: int, seed: int) -> list[Task]:
         """``size`` tasks of this environment, the same for the same seed."""

@@ -11,6 +11,8 @@ _REGISTRY: dict[str, Callable[..., Environment]] = {}
 # verifiers_env imports the verifiers package only when such an environment is made
 _BUILTIN_MODULES = ("arithmetic", "calculator", "python_code", "math_env", "reasoning_gym_env", "dataset", "verifiers_env")
 
+_builtins_loaded = False  # set once every module of _BUILTIN_MODULES has been imported
+
 T = TypeVar("T", bound=Callable[..., Environment])
 
 
@@ -46,7 +48,14 @@ def make_env(name: str, **kwargs: Any) -> Environment:
 
 
 def _load_builtins() -> None:
+    """Imports the built-in environments' modules (which register them) once per process: the
+    rollout makes an environment per episode. Environments registered later land in ``_REGISTRY``
+    directly; a failed import is retried by the next call."""
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
     import importlib
 
     for module in _BUILTIN_MODULES:
         importlib.import_module(f"flywheel.envs.{module}")
+    _builtins_loaded = True

@@ -1,7 +1,8 @@
 """Multi-turn rollout: n concurrent episodes of one task against an engine, turn by turn.
 
 Each turn, the group's live episodes are generated in one engine call (their contexts as token
-ids), then every environment answers its model turn in a worker thread, concurrently. Groups are
+ids), then every environment answers its model turn in a worker thread, concurrently (on the event
+loop, one after the other, for environments with ``step_inline``: a pure, quick step). Groups are
 coroutines, so many run at once (``asyncio.gather(*(run_group(...) for task in tasks))``): the
 engine batches each call, and environments that wait (sandbox, verifier) do not block the loop.
 
@@ -198,7 +199,14 @@ class _PromptCache:
 async def _steps(envs: Sequence[Environment], texts: Sequence[str], deadline: float) -> list[StepResult | EnvFailure]:
     """Each environment's answer to its text, every ``step`` in a worker thread, concurrently, awaited
     together (one wait per turn, not a task per episode); a failure where it raised or the
-    episode's time ran out first."""
+    episode's time ran out first. Environments whose class says ``step_inline = True`` (a pure,
+    quick step) answer on the event loop instead, one after the other: no thread hop per episode."""
+    if envs and getattr(envs[0], "step_inline", False):
+        if _left(deadline) <= 0:  # as in a worker thread: no time left, every step has timed out
+            return [
+                _failure("env_timeout", f"{type(env).__name__}.step did not answer within the episode's time limit", TimeoutError()) for env in envs
+            ]
+        return [_inline_outcome(env, text) for env, text in zip(envs, texts)]
     loop = asyncio.get_running_loop()
     futures = [loop.run_in_executor(None, contextvars.copy_context().run, env.step, text) for env, text in zip(envs, texts)]
     try:
@@ -223,6 +231,17 @@ def _outcome(env: Environment, future: asyncio.Future) -> StepResult | EnvFailur
     if not isinstance(error, Exception):
         raise error
     return _failure("env_error", f"{type(env).__name__}.step raised {type(error).__name__}: {error}", error)
+
+
+def _inline_outcome(env: Environment, text: str) -> StepResult | EnvFailure:
+    """``env.step(text)`` on the calling thread (in a copy of its context, as a worker thread runs
+    it), its exception as the failure a worker thread's would give."""
+    try:
+        return contextvars.copy_context().run(env.step, text)
+    except TimeoutError as error:
+        return _failure("env_timeout", f"{type(env).__name__}.step did not answer within the episode's time limit", error)
+    except Exception as error:  # noqa: BLE001 - any environment fault fails its episode only
+        return _failure("env_error", f"{type(env).__name__}.step raised {type(error).__name__}: {error}", error)
 
 
 def _failure(reason: StopReason, detail: str, cause: BaseException) -> EnvFailure:

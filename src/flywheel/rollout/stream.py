@@ -299,8 +299,18 @@ async def score_group(
             note["sub_rewards"]["pipeline"], note["guard_flags"] = total, list(reasons)
     lengths = torch.tensor([max(e.turn_lengths, default=0) for e in episodes])
     shaped = algorithm.shape_rewards(torch.tensor(rewards, dtype=torch.float), lengths, max_tokens).tolist()
-    scored = [replace(e, reward=x, error=e.error or (None if math.isfinite(x) else "nonfinite_reward")) for e, x in zip(episodes, shaped)]
+    scored = [e if _same_float(x, e.reward) else replace(e, reward=x, error=e.error or _nonfinite(x)) for e, x in zip(episodes, shaped)]
     return scored, metrics, notes
+
+
+def _same_float(x: float, y: float) -> bool:
+    """Whether ``x`` is ``y`` to the bit, as a finite float: then the episode keeps its reward and its
+    ``error``, and needs no copy."""
+    return type(y) is float and math.isfinite(x) and x == y and math.copysign(1.0, x) == math.copysign(1.0, y)
+
+
+def _nonfinite(x: float) -> str | None:
+    return None if math.isfinite(x) else "nonfinite_reward"
 
 
 async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Group, Fate, int], None]) -> tuple[list[Group], dict[str, float]]:
