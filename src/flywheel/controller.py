@@ -162,7 +162,7 @@ async def _train(config: Config, workers: Workers) -> Path:
     router = timed_router(workers.engines, workers.restart_engine, config.rollout.max_engine_restarts, timeline, workers.engine_restarts)
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
     log = Trackers(run_dir, config)  # before the reward actors: a busy Prometheus port fails here
-    pipeline, stop_reward_actors = reward_pipeline(config, env_guards, workers.engines[0])
+    pipeline, stop_reward_actors = reward_pipeline(config, env_guards, router)  # a policy judge follows restarted replicas
     background = start_background_eval(config, tokenizer, tasks, more_evals) if config.eval.engines else None
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
