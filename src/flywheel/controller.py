@@ -49,7 +49,7 @@ from flywheel.monitor.faults import FaultLog
 from flywheel.monitor.progress import RunProgress
 from flywheel.monitor.rollout_parquet import dump_path, rollout_rows, write_rollouts
 from flywheel.monitor.run_dir import RolloutDump, newest_checkpoint, open_run
-from flywheel.monitor.timed_engine import timed_router
+from flywheel.monitor.timed_engine import timed_router, untimed
 from flywheel.monitor.timeline import Timeline
 from flywheel.monitor.trackers import Trackers
 from flywheel.rewards.wiring import reward_pipeline
@@ -159,10 +159,10 @@ async def _train(config: Config, workers: Workers) -> Path:
     tasks, algorithm, more_evals = load_tasks(config), make_algorithm(config.algorithm), eval_sets(config)
     trainer = workers.trainer
     timeline = Timeline(run_dir / "timeline.jsonl" if config.monitor.timeline else None)
-    router = timed_router(workers.engines, workers.restart_engine, config.rollout.max_engine_restarts, timeline)
+    router = timed_router(workers.engines, workers.restart_engine, config.rollout.max_engine_restarts, timeline, workers.engine_restarts)
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
     log = Trackers(run_dir, config)  # before the reward actors: a busy Prometheus port fails here
-    pipeline, stop_reward_actors = reward_pipeline(config, env_guards, workers.engines[0])
+    pipeline, stop_reward_actors = reward_pipeline(config, env_guards, router)  # a policy judge follows restarted replicas
     background = start_background_eval(config, tokenizer, tasks, more_evals) if config.eval.engines else None
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
@@ -269,7 +269,9 @@ async def _train(config: Config, workers: Workers) -> Path:
             await asyncio.gather(loading, return_exceptions=True)
         leftover = stream.pending()
         await stream.stop()
-        await router.close()
+        await router.close(keep_serving=workers.hand_back)
+        if workers.hand_back:  # the replicas serving now (replacements included) serve the next attempt
+            workers.engines, workers.engine_restarts = untimed(router.engines), router.restarts
         if background:
             await background.close()
         for position in leftover:

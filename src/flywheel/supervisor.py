@@ -2,7 +2,10 @@
 checkpoint in the same run directory, with a new trainer group, up to ``run.max_restarts`` times.
 
 The engines stay up across restarts (they lost nothing: the resumed run publishes the checkpoint's
-weights to them before its first step). Each restart is a line in ``restarts.log`` in the run
+weights to them before its first step). Each attempt is served by the replicas live at the end of the
+one before: a replacement the router started for a dead replica serves on (the dead one is not
+replaced again), and engine restarts count against rollout.max_engine_restarts over the whole run.
+The supervisor stops those replacements once, at the end. Each restart is a line in ``restarts.log`` in the run
 directory and on stderr. A death before the first checkpoint, or past the restart budget, ends the
 run with TrainerLost as without the supervisor.
 """
@@ -27,11 +30,13 @@ def supervise(config: Config, engines: list[Engine] | None = None, trainer_class
     ``engines``: serve the run with these (left running); None: start them and stop them at the end.
     ``trainer_class``: the rank class (default Trainer)."""
     own_engines, own_ray = engines is None, not ray.is_initialized()
-    engines = engines or start_engines(config)
+    given = engines or start_engines(config)
+    serving, engine_restarts = list(given), 0
     restarts = 0
     try:
         while True:
-            workers = Workers(engines, start_trainer(config, open_transport(config.weights, len(engines)), trainer_class), replacements(config))
+            trainer = start_trainer(config, open_transport(config.weights, len(serving)), trainer_class)
+            workers = Workers(serving, trainer, replacements(config), engine_restarts, hand_back=True)
             try:
                 return train(config, workers)
             except TrainerLost as lost:
@@ -41,10 +46,14 @@ def supervise(config: Config, engines: list[Engine] | None = None, trainer_class
                 log_restart(lost.run_dir, f"restart {restarts} of {config.run.max_restarts}: {lost}")
                 config = config.model_copy(update={"run": config.run.model_copy(update={"resume": str(lost.run_dir)})})
             finally:
-                workers.trainer.shutdown()
+                trainer.shutdown()
+                serving, engine_restarts = workers.engines, workers.engine_restarts
     finally:
+        for engine in serving:  # replacements: the supervisor's own
+            if not any(engine is e for e in given):
+                engine.shutdown()
         if own_engines:
-            for engine in engines:
+            for engine in given:
                 engine.shutdown()
             if own_ray:
                 ray.shutdown()

@@ -129,3 +129,35 @@ def test_when_restarts_are_spent_a_dead_run_is_one_clear_error():
                 made[0].dying.set()
 
     asyncio.run(run())
+
+
+def test_closing_with_keep_serving_hands_the_serving_replacements_over():
+    """A supervised run's attempt ends: the replacement in a slot keeps running (the next attempt's
+    router gets it and the restart count), one replaced in turn was stopped once, a restart under way
+    is cancelled and not counted."""
+
+    async def run():
+        a, b, c, made = Replica("a"), Replica("b"), Replica("c"), []
+        router = EngineRouter([a, b, c], starter(made), max_restarts=3)
+        a.dying.set()
+        await router.generate([[1]], 1, 1.0, 4, seed=0)  # least work: a, which dies; resubmitted to b
+        while router.live_count < 3:
+            await asyncio.sleep(0.01)
+        made[0].dying.set()  # the replacement dies too: replaced by a second one
+        await router.generate([[1]], 1, 1.0, 4, seed=0)
+        while router.live_count < 3:
+            await asyncio.sleep(0.01)
+        c.dying.set()
+        router.outstanding = [1, 1, 0]
+        await router.generate([[1]], 1, 1.0, 4, seed=0)  # c dies; its restart is under way at close
+        assert router.restarts == 3
+        await router.close(keep_serving=True)
+        assert router.engines == [made[1], b, c] and router.restarts == 2
+        assert made[0].stopped and not made[1].stopped and not b.stopped
+        following = EngineRouter(router.engines, starter(made), max_restarts=3, restarts=router.restarts)
+        following.mark_dead(2, c)  # the next attempt finds c dead: the run's one restart left
+        following.mark_dead(1, b)
+        assert following.restarts == 3 and following.live_count == 1  # b stays dead: the budget is the run's
+        await following.close()
+
+    asyncio.run(run())

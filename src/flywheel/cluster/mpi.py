@@ -25,7 +25,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import ray
+import torch
 
+from flywheel.cluster.local_gpu import launcher_local_rank, local_gpu
 from flywheel.config import Config, ConfigError
 from flywheel.trainer.distributed import free_address
 from flywheel.trainer.group import TrainerGroup
@@ -93,7 +95,7 @@ class MPITrainerGroup(TrainerGroup):
         """Trainer rank 0 here; the followers join it at the address broadcast to them."""
         comm = world()
         address = _when_all_arrive(comm).bcast(free_address(ray.util.get_node_ip_address()), root=0)
-        return cls(config, trainer_class(config, transport, 0, comm.Get_size(), address), comm)
+        return cls(config, trainer_class(config, transport, 0, comm.Get_size(), address, device=rank_device(comm)), comm)
 
     async def _all(self, method: str, *per_rank_args) -> list:
         return await asyncio.get_running_loop().run_in_executor(self._caller, self._call, method, per_rank_args)
@@ -127,10 +129,23 @@ def follow(config: Config) -> int:
     """Ranks 1..N-1: a Trainer that runs rank 0's calls until it closes the group; exit code 0."""
     comm = world()
     address = _when_all_arrive(comm).bcast(None, root=0)
-    trainer = Trainer(config, open_transport(config.weights, config.rollout.engines), comm.Get_rank(), comm.Get_size(), address)
+    transport = open_transport(config.weights, config.rollout.engines)
+    trainer = Trainer(config, transport, comm.Get_rank(), comm.Get_size(), address, device=rank_device(comm))
     while (call := _when_all_arrive(comm).scatter(None, root=0)) is not None:
         _when_all_arrive(comm).gather(_run(trainer, call), root=0)
     return 0
+
+
+def rank_device(comm) -> int:
+    """This process's GPU index where CUDA is available (its node-local one, ``local_gpu``), else 0.
+    Every rank calls it at the same point: without a launcher's local rank (alike for every process
+    of a launch) the ranks split ``comm`` by node, a collective."""
+    shared = None
+    if launcher_local_rank(os.environ) is None:
+        from mpi4py import MPI
+
+        shared = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+    return local_gpu(os.environ, torch.cuda.device_count(), shared) if torch.cuda.is_available() else 0
 
 
 def _when_all_arrive(comm):

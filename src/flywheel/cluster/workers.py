@@ -41,11 +41,16 @@ class ClusterUnavailable(RuntimeError):
 @dataclass
 class Workers:
     """The workers of one run: engine replicas, the trainer group, and how to start a replacement
-    replica (None: a dead replica is not restarted)."""
+    replica (None: a dead replica is not restarted). ``engine_restarts``: replacements an earlier
+    attempt of the run started (they count against rollout.max_engine_restarts). ``hand_back``: at
+    its end the run puts the replicas serving then (replacements it started included, left running
+    and now the caller's to stop) in ``engines`` and its restart count in ``engine_restarts``."""
 
     engines: list[Engine]
     trainer: TrainerGroup
     restart_engine: EngineFactory | None = None
+    engine_restarts: int = 0
+    hand_back: bool = False
 
     def sync_weights(self) -> int:
         """Trainer publishes, every engine loads; returns the version the engines now serve."""

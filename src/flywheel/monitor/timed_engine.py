@@ -44,10 +44,11 @@ class TimedEngine:
         self.engine.shutdown()
 
 
-def timed_router(engines: list[Engine], restart: EngineFactory | None, max_restarts: int, timeline: Timeline) -> EngineRouter:
-    """The router of ``engines``, each replica (restarted ones too) timed when the timeline records."""
+def timed_router(engines: list[Engine], restart: EngineFactory | None, max_restarts: int, timeline: Timeline, restarts: int = 0) -> EngineRouter:
+    """The router of ``engines``, each replica (restarted ones too) timed when the timeline records;
+    ``restarts``: replacements an earlier attempt of the run started already."""
     if not timeline.enabled:
-        return EngineRouter(engines, restart, max_restarts)
+        return EngineRouter(engines, restart, max_restarts, restarts=restarts)
 
     def name(engine: TimedEngine) -> str:  # a replacement loading its first weights has no slot yet
         return f"engine-{next((i for i, e in enumerate(router.engines) if e is engine), 'restarting')}"
@@ -55,8 +56,13 @@ def timed_router(engines: list[Engine], restart: EngineFactory | None, max_resta
     async def timed_restart() -> Engine:
         return TimedEngine(await restart(), timeline, name)
 
-    router = EngineRouter([TimedEngine(e, timeline, name) for e in engines], restart and timed_restart, max_restarts)
+    router = EngineRouter([TimedEngine(e, timeline, name) for e in engines], restart and timed_restart, max_restarts, restarts=restarts)
     return router
+
+
+def untimed(engines: list[Engine]) -> list[Engine]:
+    """The replicas of a ``timed_router`` without their timing."""
+    return [e.engine if isinstance(e, TimedEngine) else e for e in engines]
 
 
 class GroupClock:

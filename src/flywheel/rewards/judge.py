@@ -193,7 +193,8 @@ class OpenAIBackend:
 
 
 class EngineBackend:
-    """An `Engine` of the run (the policy's or a judge's own): the whole batch in one `generate` call,
+    """An `Engine` of the run (the policy's, through its router so that a restarted replica serves
+    it, or a judge's own): the whole batch in one `generate` call,
     prompts rendered with the chat template of the tokenizer at `tokenizer_path` (plain text when it
     has none).
     Its `generate` cannot constrain output, so verdicts rely on the model following the prompt."""

@@ -25,7 +25,8 @@ def task_scores(completions: list[str], tasks: list[dict]) -> tuple[list[float],
 def reward_pipeline(config: Config, env_guards: Sequence[str], policy_engine: Engine) -> tuple[RewardPipeline | None, Callable[[], None]]:
     """The configured reward pipeline (the task's grade + reward functions + judge + reward model, then the guards) and
     a function stopping the actors it started (reward model, judge engine); None when ``reward``
-    configures nothing beyond the task's grade."""
+    configures nothing beyond the task's grade. ``policy_engine``: what a judge on the policy's
+    engines calls, the run's router (so it follows a replica the router restarts)."""
     r = config.reward
     models: list[ray.actor.ActorHandle] = []
     engines: list[Engine] = []

@@ -33,14 +33,21 @@ class NoEngineLeft(RuntimeError):
 
 class EngineRouter:
     def __init__(
-        self, engines: list[Engine], restart: EngineFactory | None = None, max_restarts: int = 0, log: Callable[[str], None] = lambda _: None
+        self,
+        engines: list[Engine],
+        restart: EngineFactory | None = None,
+        max_restarts: int = 0,
+        log: Callable[[str], None] = lambda _: None,
+        restarts: int = 0,
     ) -> None:
+        """``restarts``: replacements already started in this run (by an earlier router: a supervised
+        run's previous attempt); they count against ``max_restarts``."""
         self.engines = list(engines)
         self.outstanding = [0] * len(engines)
         self.alive = [True] * len(engines)
         self.sticky: dict[Hashable, int] = {}
         self.resubmitted = 0
-        self.restarts = 0  # replacements started
+        self.restarts = restarts  # replacements started
         self.latest: WeightUpdate | None = None  # the last update given to load_weights
         self._restart, self._max_restarts, self.log = restart, max_restarts, log  # log: one line per restart event
         self._restarting: dict[int, asyncio.Task] = {}
@@ -129,6 +136,8 @@ class EngineRouter:
         engine: Engine | None = None
         try:
             await asyncio.to_thread(dead.shutdown)  # whatever is left of it
+            if dead in self._made:  # a replacement replaced: stopped here, not again at close
+                self._made.remove(dead)
             engine = await self._restart()
             self._made.append(engine)
             while self.latest is not None:
@@ -172,15 +181,19 @@ class EngineRouter:
             raise NoEngineLeft(self._none_left())
         return max((r for r in results if isinstance(r, float)), default=0.0)
 
-    async def close(self) -> None:
-        """Cancels restarts under way and stops the replacements this router started (the engines it
-        was given belong to the caller)."""
+    async def close(self, keep_serving: bool = False) -> None:
+        """Cancels restarts under way (no longer counted in ``restarts``: their slot keeps the dead
+        replica) and stops the replacements this router started (the engines it was given belong to
+        the caller). ``keep_serving``: replacements now in a slot of ``engines`` are left running and
+        become the caller's (a supervised run hands them to its next attempt)."""
         restarting = list(self._restarting.values())
         for task in restarting:
             task.cancel()
         await asyncio.gather(*restarting, return_exceptions=True)
+        self.restarts -= len(restarting)
         for engine in self._made:
-            await asyncio.to_thread(engine.shutdown)
+            if not (keep_serving and any(engine is e for e in self.engines)):
+                await asyncio.to_thread(engine.shutdown)
 
     def shutdown(self) -> None:
         """Stops every replica."""

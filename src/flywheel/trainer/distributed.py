@@ -27,10 +27,11 @@ def free_address(host: str = "127.0.0.1") -> str:
         return f"tcp://{host}:{s.getsockname()[1]}"
 
 
-def join(rank: int, world_size: int, init_method: str | None) -> DeviceMesh:
+def join(rank: int, world_size: int, init_method: str | None, device: int = 0) -> DeviceMesh:
     """Joins the trainer group (gloo on CPU, NCCL for tensors on GPU) and returns its 1-D mesh. A
     process that already belongs to a group of ``world_size`` (several one-rank trainers in one
-    test process) reuses it."""
+    test process) reuses it. ``device``: the rank's GPU among those it sees (Ray shows each rank
+    its own: 0; an MPI rank takes its node-local one, cluster/local_gpu.py)."""
     cuda = torch.cuda.is_available()
     if not dist.is_initialized():
         backend = "cpu:gloo,cuda:nccl" if cuda else "gloo"
@@ -38,7 +39,7 @@ def join(rank: int, world_size: int, init_method: str | None) -> DeviceMesh:
     if dist.get_world_size() != world_size:
         raise RuntimeError(f"this process already belongs to a group of {dist.get_world_size()} ranks, not {world_size}")
     if cuda:
-        torch.cuda.set_device(0)  # Ray shows each rank its own GPU
+        torch.cuda.set_device(device)
     return init_device_mesh("cuda" if cuda else "cpu", (world_size,))
 
 

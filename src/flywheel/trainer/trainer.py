@@ -52,7 +52,10 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 
 class Trainer:
-    def __init__(self, config: Config, transport: WeightTransport, rank: int = 0, ranks: int = 1, init_method: str | None = None) -> None:
+    def __init__(
+        self, config: Config, transport: WeightTransport, rank: int = 0, ranks: int = 1, init_method: str | None = None, device: int = 0
+    ) -> None:
+        """Rank ``rank`` of ``ranks`` meeting at ``init_method``; ``device``: its GPU index where there are GPUs."""
         torch.manual_seed(config.run.seed)
         tc = config.trainer
         if tc.cpu_affinity is not None:
@@ -60,7 +63,7 @@ class Trainer:
         torch.set_num_threads(tc.threads)
         self.config, self.transport, self.rank = config, transport, rank
         self.algorithm = make_algorithm(config.algorithm)
-        mesh = join(rank, ranks, init_method)
+        mesh = join(rank, ranks, init_method, device)
         self.device = mesh.device_type
         self.model = load_sharded(AutoModelForCausalLM, config, mesh, adapters=tc.lora if tc.lora.rank else None)
         self.model.train()

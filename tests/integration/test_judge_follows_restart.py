@@ -1,0 +1,51 @@
+"""A judge on the policy's engines calls them through the run's router: after the replica it used
+dies and the router replaces it, the next judge call is answered by the replacement (the same
+model, so the same greedy reply) instead of raising EngineDied."""
+
+import asyncio
+from pathlib import Path
+
+import ray
+from tiny_models import save_causal_lm
+
+from flywheel.cluster.workers import engine_starter
+from flywheel.config import load_config
+from flywheel.rewards.judge import EngineBackend, build_prompt
+from flywheel.rewards.wiring import reward_pipeline
+from flywheel.rollout.router import EngineRouter
+
+REPO = Path(__file__).resolve().parents[2]
+JUDGE = ["reward.judge.enabled=true", "reward.judge.engine=policy", "reward.judge.max_tokens=8"]
+
+
+def test_the_policy_judge_is_answered_by_the_replacement_replica(shared_engine, tmp_path):
+    """shared_engine: Ray is up. The policy is a tiny random ASCII model with a chat template and
+    room for the judge's prompt (the tiny adder's context is 64 tokens)."""
+    model = save_causal_lm(tmp_path / "policy")
+    judge_config = load_config(REPO / "configs/quickstart.yaml", ["run.progress=false", f"model.path={model}", *JUDGE])
+    start = engine_starter(judge_config, cpus=0.5)
+    completions, tasks = ["46", "13"], [{"prompt": "12+34=", "answer": "46", "reward": 1.0}, {"prompt": "5+7=", "answer": "12", "reward": 0.0}]
+    request = [build_prompt("12+34=", "46", "46", nonce="c" * 16)]
+
+    async def run():
+        first = await start()
+        router = EngineRouter([first], start, max_restarts=1)
+        pipeline, stop = reward_pipeline(judge_config, (), router)
+        backend = EngineBackend(router, judge_config.model.path, max_tokens=8)
+        try:
+            before = await pipeline.score(completions, tasks)
+            [reply_before] = await backend.complete_batch(request, None)
+            ray.kill(first.actor, no_restart=True)
+            after = await asyncio.wait_for(pipeline.score(completions, tasks), timeout=600)
+            [reply_after] = await backend.complete_batch(request, None)
+            return router, first, before, after, reply_before, reply_after
+        finally:
+            stop()
+            await router.close()
+
+    router, first, before, after, reply_before, reply_after = asyncio.run(run())
+    assert (router.restarts, router.resubmitted, router.live_count) == (1, 1, 1)  # the judge's request moved to the replacement
+    assert router.engines[0] is not first and router.engines[0].actor != first.actor
+    assert after.rewards == before.rewards and after.metrics["reward/judge/mean"] == before.metrics["reward/judge/mean"]
+    assert after.metrics["judge/parse_fail_rate"] == before.metrics["judge/parse_fail_rate"]
+    assert reply_after.text == reply_before.text and reply_after.text  # the same tiny model, greedy
