@@ -1,4 +1,4 @@
-"""vLLM engine: with engines/vllm_transfer.py, the only modules of flywheel that import vllm.
+"""vLLM engine: with engines/vllm_transfer.py and engines/vllm_plugin.py, the only modules of flywheel that import vllm.
 
 The engine is vLLM's ``AsyncLLM``: requests stream their tokens, so that a weight update can land
 while they are being generated. An update pauses the scheduler keeping the running requests
@@ -78,13 +78,10 @@ class VLLMEngine:
         from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        from flywheel.engines import vllm_transfer
-
         self.backend = config.weights.engine_backend(cuda=not cpu)  # vLLM's weight-transfer backend
         self.llm = AsyncLLM.from_engine_args(
             AsyncEngineArgs(
                 **engine_args(config, cpu),
-                worker_extension_cls=f"{vllm_transfer.__name__}.Registration",  # registers flywheel's transfer engine in each worker
                 weight_transfer_config={"backend": self.backend},
             ),
             # vLLM's batch-generation defaults for what the config leaves to vLLM, as ``vllm.LLM`` gets them

@@ -3,9 +3,8 @@
 session, in every engine worker.
 
 vLLM creates a worker's transfer engine from ``WeightTransferEngineFactory`` when the worker loads its
-model, so the backend must be registered in the worker process first. ``VLLMEngine`` names
-``Registration`` as vLLM's ``worker_extension_cls``: vLLM imports this module in every worker before
-building the model, and the import registers the backend (the class adds nothing to the worker).
+model; flywheel's vLLM plugin (engines/vllm_plugin.py, entry point ``vllm.general_plugins``) registers
+this class there under the backend name in every vLLM process.
 
 The session: ``start_weight_update`` prepares vLLM's layerwise reload, ``update_weights`` feeds the
 update's tensors (under every name, tied ones included) to the model's ``load_weights``,
@@ -20,10 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm.distributed.weight_transfer.base import WeightTransferEngine, WeightTransferInitInfo, WeightTransferUpdateInfo
-from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory
 from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
 
-BACKEND = "flywheel"
 
 
 @dataclass
@@ -67,9 +64,3 @@ class FlywheelTransferEngine(WeightTransferEngine[JoinInfo, UpdateInfo]):
     def shutdown(self) -> None:
         self.link = None
 
-
-class Registration:
-    """vLLM's ``worker_extension_cls``, named so that every worker imports this module (see above)."""
-
-
-WeightTransferEngineFactory.register_engine(BACKEND, FlywheelTransferEngine)
