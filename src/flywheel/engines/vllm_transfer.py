@@ -22,7 +22,6 @@ from vllm.distributed.weight_transfer.base import WeightTransferEngine, WeightTr
 from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
 
 
-
 @dataclass
 class JoinInfo(WeightTransferInitInfo):
     update: bytes  # a pickled WeightUpdate whose group the worker joins
@@ -63,4 +62,3 @@ class FlywheelTransferEngine(WeightTransferEngine[JoinInfo, UpdateInfo]):
 
     def shutdown(self) -> None:
         self.link = None
-
