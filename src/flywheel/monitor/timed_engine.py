@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from flywheel.engines.base import Engine
 from flywheel.monitor.timeline import Timeline
-from flywheel.rollout.router import EngineFactory, EngineRouter
+from flywheel.rollout.router import EngineFactory, EngineRouter, Rejoin
 from flywheel.types import Completion
 from flywheel.weights.base import WeightUpdate
 
@@ -44,18 +44,20 @@ class TimedEngine:
         self.engine.shutdown()
 
 
-def timed_router(engines: list[Engine], restart: EngineFactory | None, max_restarts: int, timeline: Timeline) -> EngineRouter:
+def timed_router(
+    engines: list[Engine], restart: EngineFactory | None, max_restarts: int, timeline: Timeline, rejoin: Rejoin | None = None
+) -> EngineRouter:
     """The router of ``engines``, each replica (restarted ones too) timed when the timeline records."""
     if not timeline.enabled:
-        return EngineRouter(engines, restart, max_restarts)
+        return EngineRouter(engines, restart, max_restarts, rejoin=rejoin)
 
     def name(engine: TimedEngine) -> str:  # a replacement loading its first weights has no slot yet
         return f"engine-{next((i for i, e in enumerate(router.engines) if e is engine), 'restarting')}"
 
-    async def timed_restart() -> Engine:
-        return TimedEngine(await restart(), timeline, name)
+    async def timed_restart(replica: int) -> Engine:
+        return TimedEngine(await restart(replica), timeline, name)
 
-    router = EngineRouter([TimedEngine(e, timeline, name) for e in engines], restart and timed_restart, max_restarts)
+    router = EngineRouter([TimedEngine(e, timeline, name) for e in engines], restart and timed_restart, max_restarts, rejoin=rejoin)
     return router
 
 
