@@ -110,7 +110,8 @@ def main() -> None:
         ],
     )
     transport = open_transport(config.weights, config.rollout.engines)
-    workers = Workers(start_engines(config), start_trainer(config, transport, timed_trainer()), replacements(config))
+    trainer = start_trainer(config, transport, timed_trainer())
+    workers = Workers(start_engines(config), trainer, *replacements(config, trainer))
     load_before = os.getloadavg()[0]
     profiler = cProfile.Profile()
     cpu_before, wall_before = time.process_time(), time.perf_counter()

@@ -159,7 +159,9 @@ async def _train(config: Config, workers: Workers) -> Path:
     tasks, algorithm, more_evals = load_tasks(config), make_algorithm(config.algorithm), eval_sets(config)
     trainer = workers.trainer
     timeline = Timeline(run_dir / "timeline.jsonl" if config.monitor.timeline else None)
-    router = timed_router(workers.engines, workers.restart_engine, config.rollout.max_engine_restarts, timeline, workers.engine_restarts)
+    router = timed_router(
+        workers.engines, workers.restart_engine, config.rollout.max_engine_restarts, timeline, workers.engine_restarts, workers.rejoin
+    )
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
     log = Trackers(run_dir, config)  # before the reward actors: a busy Prometheus port fails here
     pipeline, stop_reward_actors = reward_pipeline(config, env_guards, router)  # a policy judge follows restarted replicas

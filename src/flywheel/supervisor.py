@@ -36,7 +36,7 @@ def supervise(config: Config, engines: list[Engine] | None = None, trainer_class
     try:
         while True:
             trainer = start_trainer(config, open_transport(config.weights, len(serving)), trainer_class)
-            workers = Workers(serving, trainer, replacements(config), engine_restarts, hand_back=True)
+            workers = Workers(serving, trainer, *replacements(config, trainer), engine_restarts=engine_restarts, hand_back=True)
             try:
                 return train(config, workers)
             except TrainerLost as lost:

@@ -7,13 +7,19 @@ sharded trainer: test_model_families.py, qwen2.)"""
 import asyncio
 import json
 import math
+import os
+import time
 from pathlib import Path
 
+import ray
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from flywheel.cluster.workers import Workers, engine_starter, start_trainer
 from flywheel.config import load_config
 from flywheel.controller import train
+from flywheel.engines.remote import RemoteEngine
+from flywheel.engines.vllm import VLLMEngine
 from flywheel.envs.arithmetic import make_splits
 from flywheel.types import Completion
 from flywheel.weights.collective import CollectiveTransport
@@ -82,3 +88,133 @@ def test_quickstart_over_the_collective_reproduces_the_golden_steps(fresh_worker
     keys = {"loss": "loss/policy", "reward": "reward/mean", "grad_norm": "train/grad_norm", "entropy": "train/entropy"}
     assert [{"step": r["step"]} | {name: r[key] for name, key in keys.items()} for r in rows] == golden
     assert [r["weights/version"] for r in rows] == [1, 2, 3]
+
+
+class Kept:
+    """An engine the router cannot stop: the test asks the replacement for greedy outputs after the
+    run (the router stops the replacements it started when the run ends) and stops it itself.
+    ``loaded`` is set once it has loaded weights."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.requests, self.loaded = engine, 0, asyncio.Event()
+
+    async def generate(self, *args, **kwargs):
+        self.requests += 1
+        return await self.engine.generate(*args, **kwargs)
+
+    async def load_weights(self, update):
+        paused = await self.engine.load_weights(update)
+        self.loaded.set()
+        return paused
+
+    def shutdown(self) -> None:
+        pass
+
+
+class HeldTrainer:
+    """The run's trainer group, its ``hold``-th train step held until ``ready()`` (the replacement
+    loaded its weights: a replica restarts in tens of seconds on a busy machine, the run's steps take a few)."""
+
+    def __init__(self, group, hold: int, ready) -> None:
+        self.group, self.hold, self.ready, self.steps = group, hold, ready, 0
+
+    def __getattr__(self, name):
+        return getattr(self.group, name)
+
+    async def train_step(self, *args, **kwargs):
+        self.steps += 1
+        if self.steps == self.hold:
+            await self.ready()
+        return await self.group.train_step(*args, **kwargs)
+
+
+def test_a_replica_that_dies_rejoins_the_collective_group_with_the_current_weights(shared_engine, fresh_workers, tmp_path):
+    """Two replicas over weights.name=collective (the session's engine in slot 0, a second one in slot
+    1 whose process dies mid-request once it serves version 2). The group re-forms with the live
+    replica and a replacement in slot 1, which receives the current weights before it takes requests;
+    the run goes on without it (synchronous, so every trained token carries its step's version; its
+    fourth step is held until the replacement is in), the replacement serves requests and then the
+    final version exactly as an engine that loaded it from a file does, and engines/restarts is 1. A
+    send never waits for the dead member: no batch waits anywhere near weights.timeout_s."""
+
+    class CrashingEngine(VLLMEngine):
+        async def generate(self, *args, **kwargs):
+            if self.weight_version >= 2:
+                await asyncio.sleep(0.5)  # the request is in flight
+                os._exit(1)
+            return await super().generate(*args, **kwargs)
+
+    steps, timeout_s = 6, 120
+    config = load_config(
+        REPO / "configs/quickstart.yaml",
+        [
+            "run.progress=false",
+            f"run.steps={steps}",
+            "rollout.prompts_per_step=8",
+            "rollout.engines=2",
+            "eval.every=100",
+            "run.checkpoint_every=100",
+            "run.dump_rollouts=true",
+            f"run.output_dir={tmp_path}",
+            "weights.name=collective",
+            f"weights.timeout_s={timeout_s}",
+        ],
+    )
+    fresh_workers(config)  # retires the session's trainer
+    crashing = ray.remote(CrashingEngine).options(num_cpus=0.5, max_restarts=0).remote(config, 1)
+    trainer = start_trainer(config, CollectiveTransport(config.weights, engines=2))
+    ray.get(crashing.__ray_ready__.remote())
+    starter, replacements = engine_starter(config, cpus=0.5), []
+
+    async def replace(replica: int):
+        replacements.append(Kept(await starter(replica)))
+        return replacements[-1]
+
+    async def replacement_loaded() -> None:
+        while not replacements:
+            await asyncio.sleep(0.5)
+        await replacements[0].loaded.wait()
+
+    by_file = FileTransport(tmp_path / "weights")
+    try:
+        held = HeldTrainer(trainer, 4, replacement_loaded)
+        started = time.perf_counter()
+        run_dir = train(config, Workers([shared_engine, RemoteEngine(crashing)], held, replace, trainer.rejoin_weights))
+        run_s = time.perf_counter() - started
+        [replacement] = replacements
+        served_in_run = replacement.requests
+
+        tokenizer = AutoTokenizer.from_pretrained(config.model.path)
+        prompts = [tokenizer.encode(p.prompt) for p in make_splits(3, 3, 1024, 1)[0][:16]]
+        from_replacement = greedy(replacement.engine, prompts)
+        final = AutoModelForCausalLM.from_pretrained(run_dir / "final", dtype=torch.float32).state_dict()
+        asyncio.run(shared_engine.load_weights(by_file.publish(final, steps)))
+        from_file = greedy(shared_engine, prompts)
+    finally:
+        ray.kill(crashing)
+        trainer.shutdown()
+        for engine in replacements:
+            engine.engine.shutdown()
+        initial = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32).state_dict()
+        asyncio.run(shared_engine.load_weights(by_file.publish(initial, steps + 1)))  # later tests expect the shipped model
+        by_file.close()
+
+    rows = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
+    assert [m["step"] for m in metrics] == list(range(1, steps + 1))
+    trained = [row for row in rows if row["fate"] == "trained"]
+    assert len(trained) == steps * 8
+    for row in trained:
+        assert set(sum(row["weight_versions"], [])) == {row["trainer_version"]}, row["position"]
+    positions = sorted(row["position"] for row in rows)
+    assert positions == list(range(len(positions))), "an admitted prompt was lost or duplicated"
+    assert (metrics[-1]["engines/restarts"], metrics[-1]["engines/live"]) == (1, 2)
+    assert metrics[-1]["engines/resubmitted"] >= 1
+    assert max(m["timing/wait_for_batch_s"] for m in metrics) < timeout_s / 4
+    assert served_in_run > 0
+    print(f"run {run_s:.0f} s; replacement served {served_in_run} requests; steps took {[round(m['timing/step_s'], 1) for m in metrics]} s")
+
+    assert {v for c in from_replacement for v in c.weight_versions} == {steps}
+    assert [c.token_ids for c in from_replacement] == [c.token_ids for c in from_file]
+    gap = max(abs(a - b) for f, c in zip(from_file, from_replacement) for a, b in zip(f.logprobs, c.logprobs))
+    assert gap < 1e-5, gap

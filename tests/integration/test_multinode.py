@@ -4,11 +4,14 @@ own raylet, CPUs and labels), the trainer on the head and one engine replica on 
 cluster.address. One worker node is killed mid-run (its whole process tree, while requests are in
 flight on its replica: its workers are frozen while generating, until the run stalls on them; the
 trainer is then held until the replica is back): its replica is restarted on the surviving worker node with
-the current weights, every admitted prompt still ends exactly once and the run completes its steps.
+the current weights, its requests are resubmitted, every admitted prompt still ends exactly once and
+the run completes its steps.
 
-Whether requests are in flight at the kill is not guaranteed: busy CPU may be a weight load, which has
-none (a CI run resubmitted 0, local runs 4). Resubmission of a dead replica's requests is asserted by
-test_async.py (a replica dying mid-request) and tests/unit/test_router.py.
+The freeze lands while requests are in flight, not in a weight load: the run is synchronous, so
+between the end of both replicas' loads of version k (their load_weights spans in the run's
+timeline) and step k+1's metrics line the replicas only generate; the workers are frozen once busy
+in that window, and let go to try again if the window closed before they were, or if the step
+still ended (the replica had finished its share: the run then stalls in the next load instead).
 
 Only processes this test started are stopped, by PID (other Ray instances may share the machine).
 """
@@ -168,20 +171,43 @@ def cpu_seconds(processes: list[psutil.Process]) -> float:
     return total
 
 
-def freeze_while_generating(node: Node, timeout_s: float = 600) -> None:
+def generating(run_dir: Path, replicas: int = 2) -> int | None:
+    """The steps done if every replica has loaded their weights and none of the next step's loads has
+    begun (a synchronous run then only generates), else None."""
+    steps = len(read_jsonl(run_dir / "metrics.jsonl")) - 1  # after the step-0 eval row
+    loads = sum(span["stage"] == "load_weights" for span in read_jsonl(run_dir / "timeline.jsonl"))
+    return steps if steps >= 1 and loads == replicas * (steps + 1) else None  # the initial load, then one a step
+
+
+def freeze_while_generating(node: Node, run_dir: Path, timeout_s: float = 600) -> None:
     """SIGSTOPs the node's Ray workers (its replica, vLLM's engine core) once they have been busy for
-    0.6 s in a row: generating (a step's share of requests keeps it busy for seconds here; a weight
-    load of the tiny model takes about 0.1 s), so requests are in flight."""
-    deadline, busy = time.monotonic() + timeout_s, 0
-    while busy < 3:
+    0.6 s in a row while the run only generates (``generating``), so requests are in flight there;
+    resumes them and tries again if the run left that window before they stopped, or if the step
+    still ended once the run went quiet (they held none)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        busy, steps = 0, generating(run_dir)
+        while busy < 3 and steps is not None and generating(run_dir) == steps:
+            assert time.monotonic() < deadline, "the doomed replica never generated"
+            workers = ray_workers(node)
+            before = cpu_seconds(workers)
+            time.sleep(0.2)
+            busy = busy + 1 if cpu_seconds(workers) - before > 0.04 else 0
         assert time.monotonic() < deadline, "the doomed replica never generated"
-        workers = ray_workers(node)
-        before = cpu_seconds(workers)
-        time.sleep(0.2)
-        busy = busy + 1 if cpu_seconds(workers) - before > 0.04 else 0
-    for process in ray_workers(node):
-        with contextlib.suppress(psutil.Error):
-            process.suspend()
+        if busy < 3:
+            time.sleep(0.1)
+            continue
+        frozen = ray_workers(node)
+        for process in frozen:
+            with contextlib.suppress(psutil.Error):
+                process.suspend()
+        if generating(run_dir) == steps:
+            wait_until_quiet(run_dir / "metrics.jsonl", quiet_s=30)  # the step cannot end without their requests
+            if len(read_jsonl(run_dir / "metrics.jsonl")) - 1 == steps:
+                return
+        for process in frozen:
+            with contextlib.suppress(psutil.Error):
+                process.resume()
 
 
 def wait_until_quiet(path: Path, quiet_s: float, timeout_s: float = 600) -> None:
@@ -228,8 +254,7 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
         assert trainer, "no trainer process on the head node"
         wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 2 or ended(driver), 600, "the run did not finish step 1", every_s=0.2)
         assert not ended(driver), log.read_text()[-3000:]
-        freeze_while_generating(doomed)
-        wait_until_quiet(run_dir / "metrics.jsonl", quiet_s=30)  # the step cannot end without its requests
+        freeze_while_generating(doomed, run_dir)
         for process in trainer:  # held until the replacement is back, so that a slow start cannot outlast the run
             process.suspend()
         doomed.kill()
@@ -260,3 +285,4 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
     # one restart: a replacement placed on the killed node before Ray noticed is placed again, not counted
     assert metrics[-1]["engines/restarts"] == 1
     assert metrics[-1]["engines/live"] == 2
+    assert metrics[-1]["engines/resubmitted"] >= 1, "the killed replica held no request"

@@ -3,6 +3,7 @@ between the transport and a receiver in another process."""
 
 import multiprocessing
 import pickle
+import time
 
 import torch
 
@@ -61,4 +62,64 @@ def test_published_versions_arrive_in_another_process_under_every_name():
     finally:
         inbox.put(None)
         worker.join(timeout=30)
+        transport.close()
+
+
+def member(slot: int, inbox, outbox) -> None:
+    """Engine replica ``slot``'s worker: joins each new group at its slot rank (1 + slot), receives
+    each update sent to it."""
+    group, link = None, None
+    while (payload := inbox.get()) is not None:
+        update = pickle.loads(payload)
+        if update.group != group:
+            group, link = update.group, update.join(rank=1 + slot)
+        try:
+            outbox.put((update.version, update.group, [(name, tensor.clone()) for name, tensor in update.receive(link)]))
+        except RuntimeError:  # the sender left the group mid-send
+            outbox.put((update.version, update.group, None))
+
+
+def test_rejoin_re_forms_the_group_without_a_dead_member_and_re_sends_the_latest_version():
+    """Two replicas; slot 0's worker is killed, and version 1's send to the group fails fast (or
+    slot 1's receive does: gloo sends along a tree) instead of waiting for it. ``rejoin([1])`` forms a
+    new group of slot 1 alone (its worker is rank 1 there) and sends version 1 again, all well before
+    the timeout. (A member that stops receiving but keeps its connections open is not covered: a
+    receiver waiting on it waits until the timeout; see weights/collective.py.)"""
+    timeout_s = 60
+    transport = CollectiveTransport(CollectiveTransportConfig(backend="gloo", bucket_mb=100 / 2**20, timeout_s=timeout_s), engines=2)
+    ctx = multiprocessing.get_context("spawn")
+    boxes = [(ctx.Queue(), ctx.Queue()) for _ in range(2)]
+    workers = [ctx.Process(target=member, args=(slot, *box)) for slot, box in enumerate(boxes)]
+    for worker in workers:
+        worker.start()
+    try:
+        first = transport.publish(state_dict(), 0)
+        assert (first.members, first.world_size) == ((0, 1), 3)
+        for inbox, _ in boxes:
+            inbox.put(pickle.dumps(first))
+        assert [outbox.get(timeout=timeout_s)[0] for _, outbox in boxes] == [0, 0]
+        transport.wait()
+
+        workers[0].kill()
+        workers[0].join()
+        moved = {name: tensor + 1 for name, tensor in state_dict().items()}
+        stalled = transport.publish(moved, 1)
+        boxes[1][0].put(pickle.dumps(stalled))  # slot 1 may get it or not (gloo sends along a tree)
+        started = time.monotonic()
+        again = transport.rejoin([1])
+        assert (again.version, again.members, again.world_size) == (1, (1,), 2) and again.group != stalled.group
+        boxes[1][0].put(pickle.dumps(again))
+        received = [boxes[1][1].get(timeout=timeout_s) for _ in range(2)]
+        transport.wait()
+        assert time.monotonic() - started < timeout_s / 4
+        assert received[0][:2] == (1, stalled.group)  # arrived or failed, whichever gloo's tree made it
+        version, group, tensors = received[1]
+        assert (version, group) == (1, again.group)
+        assert all(torch.equal(tensor, moved[name]) for name, tensor in tensors if name != "lm_head.weight")
+    finally:
+        for inbox, _ in boxes:
+            inbox.put(None)
+        for worker in workers:
+            worker.join(timeout=5)
+            worker.kill()
         transport.close()

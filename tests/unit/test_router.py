@@ -72,7 +72,7 @@ class Version(WeightUpdate):
 
 
 def starter(made: list[Replica], fail_first: int = 0):
-    async def start() -> Replica:
+    async def start(slot: int = 0) -> Replica:
         await asyncio.sleep(0.05)  # a replacement takes a while to start
         if len(made) < fail_first:
             made.append(None)

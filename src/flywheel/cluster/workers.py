@@ -24,7 +24,7 @@ from flywheel.config import Config
 from flywheel.engines import engine_class
 from flywheel.engines.base import Engine
 from flywheel.engines.remote import RemoteEngine
-from flywheel.rollout.router import EngineFactory
+from flywheel.rollout.router import EngineFactory, Rejoin
 from flywheel.weights.base import WeightTransport, WeightUpdate
 
 if TYPE_CHECKING:
@@ -40,15 +40,18 @@ class ClusterUnavailable(RuntimeError):
 
 @dataclass
 class Workers:
-    """The workers of one run: engine replicas, the trainer group, and how to start a replacement
-    replica (None: a dead replica is not restarted). ``engine_restarts``: replacements an earlier
-    attempt of the run started (they count against rollout.max_engine_restarts). ``hand_back``: at
-    its end the run puts the replicas serving then (replacements it started included, left running
-    and now the caller's to stop) in ``engines`` and its restart count in ``engine_restarts``."""
+    """The workers of one run: engine replicas, the trainer group, how to start a replacement
+    replica (None: a dead replica is not restarted), and, for a transport whose group a newcomer must
+    join, how to re-send the latest weights to a re-formed group (``EngineRouter.rejoin``).
+    ``engine_restarts``: replacements an earlier attempt of the run started (they count against
+    rollout.max_engine_restarts). ``hand_back``: at its end the run puts the replicas serving then
+    (replacements it started included, left running and now the caller's to stop) in ``engines`` and
+    its restart count in ``engine_restarts``."""
 
     engines: list[Engine]
     trainer: TrainerGroup
     restart_engine: EngineFactory | None = None
+    rejoin: Rejoin | None = None
     engine_restarts: int = 0
     hand_back: bool = False
 
@@ -73,11 +76,11 @@ def start_workers(config: Config, transport: WeightTransport) -> Workers:
     if config.cluster.placement == "colocated":
         engines = start_engines(config)
         trainer = start_trainer(config, transport)
-        return Workers(engines, trainer, replacements(config))
+        return Workers(engines, trainer, *replacements(config, trainer))
     trainer = start_trainer(config, transport)
     try:
         avoid = trainer.node_ids()
-        return Workers(start_engines(config, avoid_nodes=avoid), trainer, replacements(config, avoid_nodes=avoid))
+        return Workers(start_engines(config, avoid_nodes=avoid), trainer, *replacements(config, trainer, avoid_nodes=avoid))
     except BaseException:
         trainer.shutdown()
         raise
@@ -134,10 +137,14 @@ def start_engines(config: Config, cpus: float = 1.0, avoid_nodes: Sequence[str] 
     return [RemoteEngine(a) for a in actors]
 
 
-def replacements(config: Config, avoid_nodes: Sequence[str] = ()) -> EngineFactory | None:
-    """How a dead replica is replaced, or None where the weight transport cannot bring a new one in:
-    the collective transport's group is fixed when it forms (a dead member stalls its next send)."""
-    return engine_starter(config, avoid_nodes=avoid_nodes) if config.weights.engines_can_rejoin else None
+def replacements(config: Config, trainer: TrainerGroup, avoid_nodes: Sequence[str] = ()) -> tuple[EngineFactory | None, Rejoin | None]:
+    """How a dead replica is replaced and, for the collective transport, how its group re-forms
+    (trainer rank 0 re-sends the latest weights); (None, None) where the trainer cannot re-send
+    (ranks under MPI): a dead replica is then not replaced."""
+    if config.weights.engines_can_rejoin:
+        return engine_starter(config, avoid_nodes=avoid_nodes), None
+    rejoin = getattr(trainer, "rejoin_weights", None)
+    return (engine_starter(config, avoid_nodes=avoid_nodes), rejoin) if rejoin else (None, None)
 
 
 def engine_starter(config: Config, cpus: float = 1.0, avoid_nodes: Sequence[str] = ()) -> EngineFactory:
@@ -147,10 +154,10 @@ def engine_starter(config: Config, cpus: float = 1.0, avoid_nodes: Sequence[str]
     fails to start raises."""
     actor = _engine_actor(config, cpus, list(avoid_nodes))
 
-    async def start() -> Engine:
+    async def start(replica: int = 0) -> Engine:
         deadline = time.monotonic() + ENGINE_START_TIMEOUT_S
         while True:
-            handle = actor.remote(config)
+            handle = actor.remote(config, replica)
             try:
                 await asyncio.wait_for(asyncio.ensure_future(handle.__ray_ready__.remote()), max(deadline - time.monotonic(), 1))
                 return RemoteEngine(handle)

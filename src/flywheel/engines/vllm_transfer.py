@@ -10,6 +10,11 @@ The session: ``start_weight_update`` prepares vLLM's layerwise reload, ``update_
 update's tensors (under every name, tied ones included) to the model's ``load_weights``,
 ``finish_weight_update`` finalises the reload (repacks the CPU GEMM weights). This is what
 ``model_runner.reload_weights`` does, split into vLLM's three phases.
+
+A receive that fails (a member of the group died mid-send) shuts this worker's end of the group down,
+so that members waiting on it fail at once rather than at the timeout, and finalises the reload, so
+that the model holds whole layers again (old or new; see weights/collective.py) before generation
+resumes; the router then re-forms the group and the update arrives again.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class FlywheelTransferEngine(WeightTransferEngine[JoinInfo, UpdateInfo]):
         """Joins the update's group as this worker's rank (vLLM's rule: data-parallel index × workers
         per replica + worker rank, after ``rank_offset``)."""
         p = self.parallel_config
+        self.shutdown()  # the previous group's end, if any
         self.link = pickle.loads(init_info.update).join(init_info.rank_offset + p.data_parallel_index * p.world_size + p.rank)
 
     def start_weight_update(self) -> None:
@@ -55,10 +61,17 @@ class FlywheelTransferEngine(WeightTransferEngine[JoinInfo, UpdateInfo]):
         self.receive_weights(self.parse_update_info(update_info))
 
     def receive_weights(self, update_info: UpdateInfo) -> None:
-        self.model.load_weights(pickle.loads(update_info.update).receive(self.link))
+        try:
+            self.model.load_weights(pickle.loads(update_info.update).receive(self.link))
+        except Exception:
+            self.shutdown()
+            finalize_layerwise_reload(self.model, self.model_config)
+            raise
 
     def finish_weight_update(self) -> None:
         finalize_layerwise_reload(self.model, self.model_config)
 
     def shutdown(self) -> None:
-        self.link = None
+        link, self.link = self.link, None
+        if hasattr(link, "shutdown"):  # a process group: its connections close
+            link.shutdown()

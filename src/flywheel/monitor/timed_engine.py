@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from flywheel.engines.base import Engine
 from flywheel.monitor.timeline import Timeline
-from flywheel.rollout.router import EngineFactory, EngineRouter
+from flywheel.rollout.router import EngineFactory, EngineRouter, Rejoin
 from flywheel.types import Completion
 from flywheel.weights.base import WeightUpdate
 
@@ -44,19 +44,23 @@ class TimedEngine:
         self.engine.shutdown()
 
 
-def timed_router(engines: list[Engine], restart: EngineFactory | None, max_restarts: int, timeline: Timeline, restarts: int = 0) -> EngineRouter:
+def timed_router(
+    engines: list[Engine], restart: EngineFactory | None, max_restarts: int, timeline: Timeline, restarts: int = 0, rejoin: Rejoin | None = None
+) -> EngineRouter:
     """The router of ``engines``, each replica (restarted ones too) timed when the timeline records;
     ``restarts``: replacements an earlier attempt of the run started already."""
     if not timeline.enabled:
-        return EngineRouter(engines, restart, max_restarts, restarts=restarts)
+        return EngineRouter(engines, restart, max_restarts, restarts=restarts, rejoin=rejoin)
 
     def name(engine: TimedEngine) -> str:  # a replacement loading its first weights has no slot yet
         return f"engine-{next((i for i, e in enumerate(router.engines) if e is engine), 'restarting')}"
 
-    async def timed_restart() -> Engine:
-        return TimedEngine(await restart(), timeline, name)
+    async def timed_restart(replica: int) -> Engine:
+        return TimedEngine(await restart(replica), timeline, name)
 
-    router = EngineRouter([TimedEngine(e, timeline, name) for e in engines], restart and timed_restart, max_restarts, restarts=restarts)
+    router = EngineRouter(
+        [TimedEngine(e, timeline, name) for e in engines], restart and timed_restart, max_restarts, restarts=restarts, rejoin=rejoin
+    )
     return router
 
 

@@ -12,6 +12,16 @@ requests in the dead one's slot. At most ``max_restarts`` replacements are start
 replacement that fails to start counts too). While every replica is dead and a restart is under way,
 requests wait for it; when none is live and none can come back, ``NoEngineLeft`` says so. The router
 is itself an ``Engine``, and ``pinned(key)`` is one whose requests all carry ``key``.
+
+A transport whose updates a newcomer cannot receive later (the collective one: a broadcast reaches
+the members of its group as it happens) gives the router ``rejoin``: the latest version re-sent to a
+re-formed group of the given replica slots. A replacement is then started in its dead slot, and
+instead of loading the last update alone it joins a re-formed group of the live replicas plus itself
+(``_reform``), which all load the re-sent version before it takes requests (then any newer update,
+as above). A load that fails without a replica dying into it is an error as before; one that fails
+with a death (a member died mid-send) re-forms the group without the dead replica (and with any
+replacement ready to join) and loads the re-sent version, so no send waits for a dead member.
+Re-forms run one at a time, and never while other loads are in flight on the same replicas.
 """
 
 from __future__ import annotations
@@ -24,7 +34,8 @@ from flywheel.engines.base import Engine, EngineDied
 from flywheel.types import Completion
 from flywheel.weights.base import WeightUpdate
 
-EngineFactory = Callable[[], Awaitable[Engine]]
+EngineFactory = Callable[[int], Awaitable[Engine]]  # starts a replica for the given slot
+Rejoin = Callable[[list[int]], Awaitable[WeightUpdate | None]]  # the latest version, re-sent to a group of these slots
 
 
 class NoEngineLeft(RuntimeError):
@@ -39,6 +50,7 @@ class EngineRouter:
         max_restarts: int = 0,
         log: Callable[[str], None] = lambda _: None,
         restarts: int = 0,
+        rejoin: Rejoin | None = None,
     ) -> None:
         """``restarts``: replacements already started in this run (by an earlier router: a supervised
         run's previous attempt); they count against ``max_restarts``."""
@@ -53,6 +65,13 @@ class EngineRouter:
         self._restarting: dict[int, asyncio.Task] = {}
         self._made: list[Engine] = []  # replacements this router started (and stops)
         self._changed = asyncio.Event()  # set when a replica comes back or a restart ends
+        self.rejoin = rejoin
+        self._joining: dict[int, Engine] = {}  # replacements waiting for the next re-formed group
+        self._reforming = asyncio.Lock()
+        self._reforms = 0  # re-forms done
+        self._loads: asyncio.Future | None = None  # load_weights' loads in flight
+        self._background: set[asyncio.Task] = set()  # re-forms after a death
+        self._deaths = self._deaths_covered = 0  # replicas marked dead; of those, the ones the weight group has left out
 
     def pick(self, key: Hashable | None = None) -> int:
         """Index of the replica for a new request."""
@@ -116,6 +135,9 @@ class EngineRouter:
         if engine is not None and engine is not self.engines[index]:
             return
         was_alive, self.alive[index] = self.alive[index], False
+        self._deaths += was_alive
+        if was_alive and self.rejoin is not None:  # the group leaves the dead replica out before any send waits on it
+            self._background.add(asyncio.create_task(self._reform_after_death(self._reforms), name=f"reform-without-{index}"))
         self.sticky = {k: i for k, i in self.sticky.items() if i != index}
         if was_alive and self._restart is not None:
             self._begin_restart(index)
@@ -138,9 +160,10 @@ class EngineRouter:
             await asyncio.to_thread(dead.shutdown)  # whatever is left of it
             if dead in self._made:  # a replacement replaced: stopped here, not again at close
                 self._made.remove(dead)
-            engine = await self._restart()
+            engine = await self._restart(index)
             self._made.append(engine)
-            while self.latest is not None:
+            loaded = await self._join(index, engine) if self.rejoin is not None else None
+            while self.latest is not None and self.latest is not loaded:
                 update = self.latest
                 try:
                     await engine.load_weights(update)
@@ -150,8 +173,7 @@ class EngineRouter:
                     if update is self.latest:
                         raise
                     continue  # superseded while loading (its transport may have dropped it): load the newer one
-                if update is self.latest:
-                    break
+                loaded = update
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -165,31 +187,99 @@ class EngineRouter:
         self.log(f"engine replica {index} is back, serving weights version {self.latest.version if self.latest else 0}")
         self._changed.set()
 
+    async def _join(self, index: int, engine: Engine) -> WeightUpdate | None:
+        """Replacement ``engine`` of slot ``index`` joins a re-formed group; returns the update it loaded."""
+        self._joining[index] = engine
+        try:
+            update = await self._reform()
+            if self._joining.get(index) is not engine:
+                raise EngineDied(f"the replacement of engine replica {index} died while joining the weight group")
+            return update
+        finally:
+            self._joining.pop(index, None)
+
+    async def _reform(self, after: int | None = None) -> WeightUpdate | None:
+        """Re-forms the weight group with the live replicas and those joining, and loads the re-sent
+        latest version into all of them; again while members die into it. ``after``: the re-form count
+        the caller saw; a re-form done since then that left out every dead replica is enough."""
+        async with self._reforming:
+            while after is None or after == self._reforms or self._deaths_covered < self._deaths:
+                after = None
+                live, deaths = [i for i, ok in enumerate(self.alive) if ok], self._deaths
+                members = {i: self.engines[i] for i in live} | self._joining
+                if not members:
+                    return None
+                update = await self.rejoin(sorted(members))  # abandons the old group's send: its loads fail now
+                if update is None:
+                    return None
+                if self._loads is not None:  # let the loads in flight end first (one update at a time per replica)
+                    await asyncio.wait([self._loads])
+                if self.latest is None or self.latest.version <= update.version:
+                    self.latest = update
+                results = await asyncio.gather(*(e.load_weights(update) for e in members.values()), return_exceptions=True)
+                died = [(i, e) for (i, e), r in zip(members.items(), results) if isinstance(r, EngineDied)]
+                for i, engine in died:
+                    if self._joining.get(i) is engine:
+                        del self._joining[i]
+                    else:
+                        self.mark_dead(i, engine)
+                failed = [r for r in results if isinstance(r, BaseException) and not isinstance(r, EngineDied)]
+                if failed and not died:
+                    raise failed[0]
+                if not died:
+                    self._reforms, self._deaths_covered = self._reforms + 1, deaths
+                    self.log(f"weight group re-formed with engine replicas {sorted(members)} at weights version {update.version}")
+                    return update
+        return self.latest
+
+    async def _reform_after_death(self, reforms: int) -> None:
+        try:
+            await self._reform(after=reforms)
+        except Exception as error:  # the next load reports what is still wrong
+            self.log(f"re-forming the weight group failed: {type(error).__name__}: {error}")
+        finally:
+            self._background.discard(asyncio.current_task())
+
     async def load_weights(self, update: WeightUpdate) -> float:
         """Every live replica loads the weights (concurrently); returns the longest pause in seconds.
-        Replicas restarting load them (or a later update) before they take requests."""
+        Replicas restarting load them (or a later update) before they take requests. With ``rejoin``,
+        a load that a replica's death failed re-forms the group and loads the update again."""
         self.latest = update
+        if self.rejoin is not None:
+            async with self._reforming:  # a re-form under way ends first
+                pass
+            if self.latest is not update and self.latest.version >= update.version:
+                return 0.0  # a re-form re-sent it (or a newer one) meanwhile
+        reforms, deaths = self._reforms, self._deaths_covered
         live = [i for i, ok in enumerate(self.alive) if ok]
         engines = [self.engines[i] for i in live]
-        results = await asyncio.gather(*(engine.load_weights(update) for engine in engines), return_exceptions=True)
-        for i, engine, result in zip(live, engines, results):
-            if isinstance(result, EngineDied):
-                self.mark_dead(i, engine)
-            elif isinstance(result, BaseException):
-                raise result
+        self._loads = asyncio.gather(*(engine.load_weights(update) for engine in engines), return_exceptions=True)
+        try:
+            results = await self._loads
+        finally:
+            self._loads = None
+        failed = [r for r in results if isinstance(r, BaseException) and not isinstance(r, EngineDied)]
+        died = [(i, engine) for i, engine, result in zip(live, engines, results) if isinstance(result, EngineDied)]
+        for i, engine in died:
+            self.mark_dead(i, engine)
+        if failed and (self.rejoin is None or self._deaths == deaths):  # no member died since the group formed
+            raise failed[0]
+        if self.rejoin is not None and failed:
+            await self._reform(after=reforms)
         if not any(self.alive) and not self._restarting:
             raise NoEngineLeft(self._none_left())
         return max((r for r in results if isinstance(r, float)), default=0.0)
 
     async def close(self, keep_serving: bool = False) -> None:
-        """Cancels restarts under way (no longer counted in ``restarts``: their slot keeps the dead
-        replica) and stops the replacements this router started (the engines it was given belong to
-        the caller). ``keep_serving``: replacements now in a slot of ``engines`` are left running and
-        become the caller's (a supervised run hands them to its next attempt)."""
+        """Cancels restarts and re-forms under way (a cancelled restart is no longer counted in
+        ``restarts``: its slot keeps the dead replica) and stops the replacements this router started
+        (the engines it was given belong to the caller). ``keep_serving``: replacements now in a slot of
+        ``engines`` are left running and become the caller's (a supervised run hands them to its next attempt)."""
         restarting = list(self._restarting.values())
-        for task in restarting:
+        pending = [*restarting, *self._background]
+        for task in pending:
             task.cancel()
-        await asyncio.gather(*restarting, return_exceptions=True)
+        await asyncio.gather(*pending, return_exceptions=True)
         self.restarts -= len(restarting)
         for engine in self._made:
             if not (keep_serving and any(engine is e for e in self.engines)):

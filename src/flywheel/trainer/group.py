@@ -131,6 +131,10 @@ class TrainerGroup:
     async def publish_weights(self) -> WeightUpdate:
         return (await self._all("publish_weights"))[0]
 
+    async def rejoin_weights(self, replicas: list[int]) -> WeightUpdate | None:
+        """Rank 0 re-sends the latest weights to a re-formed group of these engine replica slots (the collective transport)."""
+        return await self.actors[0].rejoin_weights.remote(replicas)
+
     async def save_checkpoint(self, directory: str, resumable: bool = True) -> None:
         await self._all("save_checkpoint", [directory] * self.ranks, [resumable] * self.ranks)
 

@@ -253,6 +253,11 @@ class Trainer:
         state = self._full_weights()
         return self.transport.publish(state, self.version) if self.rank == 0 else None
 
+    def rejoin_weights(self, replicas: list[int]) -> WeightUpdate | None:
+        """Rank 0: the transport re-forms its group with these engine replica slots and re-sends the
+        latest version to it (``CollectiveTransport.rejoin``); returns its new handle."""
+        return self.transport.rejoin(replicas)
+
     def save_checkpoint(self, directory: str, resumable: bool = True) -> None:
         """HF-format weights (``model.dtype``) with the config and tokenizer files of the initial
         model directory, written by rank 0; when ``resumable``, also the sharded trainer state

@@ -30,7 +30,7 @@ class CollectiveTransportConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     implementation: ClassVar[str] = "flywheel.weights.collective:CollectiveTransport"
-    engines_can_rejoin: ClassVar[bool] = False  # the group is fixed when it forms: a dead replica is not replaced
+    engines_can_rejoin: ClassVar[bool] = False  # a newcomer joins a re-formed group (the router's rejoin), not any time
 
     name: Literal["collective"] = Field(
         "collective",
