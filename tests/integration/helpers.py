@@ -1,7 +1,9 @@
 """Blocking rollout helpers for tests: exact-answer groups generated on a run's first engine."""
 
 import asyncio
+import os
 
+from flywheel.engines.vllm import VLLMEngine
 from flywheel.rewards.exact import exact_match_reward
 from flywheel.types import Episode, Task
 
@@ -33,3 +35,17 @@ def undocumented_metrics(rows: list[dict]) -> set[str]:
     ]
     names = {key for row in rows for key in row} - {"step"}
     return {name for name in names if not any(p.match(name) for p in patterns)}
+
+
+def crashing_engine() -> type[VLLMEngine]:
+    """An engine whose process dies in its first request once it serves weights version 2 (step 3's
+    rollouts). Defined in a function so that Ray ships it by value."""
+
+    class CrashingEngine(VLLMEngine):
+        async def generate(self, *args, **kwargs):
+            if self.weight_version >= 2:
+                await asyncio.sleep(0.5)  # the request is in flight
+                os._exit(1)
+            return await super().generate(*args, **kwargs)
+
+    return CrashingEngine

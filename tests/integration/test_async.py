@@ -11,7 +11,7 @@ from pathlib import Path
 
 import ray
 import torch
-from helpers import exact_groups
+from helpers import crashing_engine, exact_groups
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
@@ -163,16 +163,9 @@ def test_a_lone_engine_that_dies_is_restarted_with_the_current_weights(fresh_wor
     carries the version the step trained on; a replacement serving the initial model would label
     them 0), and every admitted prompt still ends exactly once."""
 
-    class CrashingEngine(VLLMEngine):
-        async def generate(self, *args, **kwargs):
-            if self.weight_version >= 2:
-                await asyncio.sleep(0.5)  # the request is in flight
-                os._exit(1)
-            return await super().generate(*args, **kwargs)
-
     config = run_config(tmp_path, "run.steps=4")
     fresh_workers(config)  # the session's trainer retired; the shared engine is not in this run
-    crashing = ray.remote(CrashingEngine).options(num_cpus=0.5, max_restarts=0).remote(config)
+    crashing = ray.remote(crashing_engine()).options(num_cpus=0.5, max_restarts=0).remote(config)
     trainer = start_trainer(config, FileTransport(tmp_path / "weights"))
     ray.get(crashing.__ray_ready__.remote())
     try:

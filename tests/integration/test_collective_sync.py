@@ -7,19 +7,18 @@ sharded trainer: test_model_families.py, qwen2.)"""
 import asyncio
 import json
 import math
-import os
 import time
 from pathlib import Path
 
 import ray
 import torch
+from helpers import crashing_engine
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flywheel.cluster.workers import Workers, engine_starter, start_trainer
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.engines.remote import RemoteEngine
-from flywheel.engines.vllm import VLLMEngine
 from flywheel.envs.arithmetic import make_splits
 from flywheel.types import Completion
 from flywheel.weights.collective import CollectiveTransport
@@ -137,13 +136,6 @@ def test_a_replica_that_dies_rejoins_the_collective_group_with_the_current_weigh
     final version exactly as an engine that loaded it from a file does, and engines/restarts is 1. A
     send never waits for the dead member: no batch waits anywhere near weights.timeout_s."""
 
-    class CrashingEngine(VLLMEngine):
-        async def generate(self, *args, **kwargs):
-            if self.weight_version >= 2:
-                await asyncio.sleep(0.5)  # the request is in flight
-                os._exit(1)
-            return await super().generate(*args, **kwargs)
-
     steps, timeout_s = 6, 120
     config = load_config(
         REPO / "configs/quickstart.yaml",
@@ -161,7 +153,7 @@ def test_a_replica_that_dies_rejoins_the_collective_group_with_the_current_weigh
         ],
     )
     fresh_workers(config)  # retires the session's trainer
-    crashing = ray.remote(CrashingEngine).options(num_cpus=0.5, max_restarts=0).remote(config, 1)
+    crashing = ray.remote(crashing_engine()).options(num_cpus=0.5, max_restarts=0).remote(config, 1)
     trainer = start_trainer(config, CollectiveTransport(config.weights, engines=2))
     ray.get(crashing.__ray_ready__.remote())
     starter, replacements = engine_starter(config, cpus=0.5), []

@@ -3,7 +3,6 @@ and one sentence naming the rank, the step and the checkpoint; with it, the run 
 checkpoint in the same run directory and its steps after the restart equal those of an
 uninterrupted run."""
 
-import asyncio
 import contextlib
 import os
 import re
@@ -15,12 +14,12 @@ from pathlib import Path
 
 import psutil
 import ray
+from helpers import crashing_engine
 from ray._private.state import actors as actor_table  # the GCS's actor table; the state API needs the dashboard
 
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.engines.remote import RemoteEngine
-from flywheel.engines.vllm import VLLMEngine
 from flywheel.monitor.metrics import read_metrics
 from flywheel.supervisor import supervise
 from flywheel.trainer.trainer import Trainer
@@ -116,20 +115,6 @@ def test_the_supervisor_resumes_exactly_after_a_rank_dies(shared_engine, fresh_w
         for key in COMPARED:
             if key in want:
                 assert have[key] == want[key], (want["step"], key, want[key], have[key])
-
-
-def crashing_engine() -> type[VLLMEngine]:
-    """An engine whose process dies in its first request once it serves weights version 2 (step 3's
-    rollouts). Defined in a function so that Ray ships it by value."""
-
-    class CrashingEngine(VLLMEngine):
-        async def generate(self, *args, **kwargs):
-            if self.weight_version >= 2:
-                await asyncio.sleep(0.5)  # the request is in flight
-                os._exit(1)
-            return await super().generate(*args, **kwargs)
-
-    return CrashingEngine
 
 
 def engine_states(before: set[str]) -> dict[str, str]:
