@@ -164,7 +164,7 @@ async def _train(config: Config, workers: Workers) -> Path:
     )
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
     log = Trackers(run_dir, config)  # before the reward actors: a busy Prometheus port fails here
-    pipeline, stop_reward_actors = reward_pipeline(config, env_guards, router)  # a policy judge follows restarted replicas
+    pipeline, reward_actors = reward_pipeline(config, env_guards, router)  # a policy judge follows restarted replicas
     background = start_background_eval(config, tokenizer, tasks, more_evals) if config.eval.engines else None
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
@@ -282,5 +282,5 @@ async def _train(config: Config, workers: Workers) -> Path:
         alerts.close()
         timeline.close()
         dump.close()
-        stop_reward_actors()
+        await reward_actors.stop()
     return run_dir

@@ -79,6 +79,7 @@ class TrainBatch:
     returns: torch.Tensor | None = None  # [B, T] float32, critic targets (critic algorithms only)
     old_values: torch.Tensor | None = None  # [B, T] float32, the critic's values when the batch was built
     old_logprobs: torch.Tensor | None = None  # [B, T] float32, proximal logprobs (set by the trainer)
+    weight_versions: torch.Tensor | None = None  # [B, T] int64, the engine weight version that sampled each token; -1 elsewhere
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
@@ -112,10 +113,13 @@ def collate(episodes: list[Episode], pad_id: int) -> TrainBatch:
     attention = torch.zeros((len(rows), width), dtype=torch.long)
     loss_mask = torch.zeros((len(rows), width))
     behaviour = torch.zeros((len(rows), width))
+    versions = torch.full((len(rows), width), -1, dtype=torch.long)
     for i, (e, row) in enumerate(zip(episodes, rows)):
         start, end = len(e.prompt_ids), len(row)
         tokens[i, :end] = torch.tensor(row)
         attention[i, :end] = 1
         loss_mask[i, start:end] = 1.0 if e.completion.loss_mask is None else torch.tensor(e.completion.loss_mask, dtype=torch.float)
         behaviour[i, start:end] = torch.tensor(e.completion.logprobs)
-    return TrainBatch(tokens, attention, loss_mask, behaviour, torch.zeros_like(loss_mask))
+        if e.completion.weight_versions:
+            versions[i, start:end] = torch.tensor([-1 if v is None else v for v in e.completion.weight_versions])
+    return TrainBatch(tokens, attention, loss_mask, behaviour, torch.zeros_like(loss_mask), weight_versions=versions)

@@ -155,6 +155,10 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
     assert sum(row["fate"] == "stale" for row in rows) == sum(m["rollout/dropped_stale"] for m in metrics)
     assert max(m["rollout/staleness_max"] for m in metrics) == 1, "the run never overlapped generation and training"
     assert metrics[-1]["engines/live"] == 1 and metrics[-1]["engines/resubmitted"] >= 1
+    # a stale token's policy lag is behaviour KL, not trainer/engine mismatch: fp32 mismatch stays ~0 and never alerts
+    assert all(m["train/mismatch_kl"] < 1e-3 for m in metrics if "train/mismatch_kl" in m) and all("train/behaviour_kl" in m for m in metrics)
+    alerts = read_jsonl(run_dir / "alerts.jsonl") if (run_dir / "alerts.jsonl").exists() else []
+    assert not [a for a in alerts if a["kind"] == "mismatch_spike"], alerts
 
 
 def test_a_lone_engine_that_dies_is_restarted_with_the_current_weights(fresh_workers, tmp_path):

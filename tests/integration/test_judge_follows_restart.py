@@ -1,10 +1,12 @@
-"""A judge on the policy's engines calls them through the run's router: after the replica it used
-dies and the router replaces it, the next judge call is answered by the replacement (the same
-model, so the same greedy reply) instead of raising EngineDied."""
+"""A judge on the policy's engines calls them through the run's router, and a judge on an engine of
+its own (`reward.judge.engine=own`) through a router of its own: after the replica it used dies and
+the router replaces it, the next judge call is answered by the replacement (the same model, so the
+same greedy reply) instead of raising EngineDied."""
 
 import asyncio
 from pathlib import Path
 
+import pytest
 import ray
 from tiny_models import save_causal_lm
 
@@ -30,7 +32,7 @@ def test_the_policy_judge_is_answered_by_the_replacement_replica(shared_engine, 
     async def run():
         first = await start()
         router = EngineRouter([first], start, max_restarts=1)
-        pipeline, stop = reward_pipeline(judge_config, (), router)
+        pipeline, actors = reward_pipeline(judge_config, (), router)
         backend = EngineBackend(router, judge_config.model.path, max_tokens=8)
         try:
             before = await pipeline.score(completions, tasks)
@@ -40,7 +42,7 @@ def test_the_policy_judge_is_answered_by_the_replacement_replica(shared_engine, 
             [reply_after] = await backend.complete_batch(request, None)
             return router, first, before, after, reply_before, reply_after
         finally:
-            stop()
+            await actors.stop()
             await router.close()
 
     router, first, before, after, reply_before, reply_after = asyncio.run(run())
@@ -49,3 +51,42 @@ def test_the_policy_judge_is_answered_by_the_replacement_replica(shared_engine, 
     assert after.rewards == before.rewards and after.metrics["reward/judge/mean"] == before.metrics["reward/judge/mean"]
     assert after.metrics["judge/parse_fail_rate"] == before.metrics["judge/parse_fail_rate"]
     assert reply_after.text == reply_before.text and reply_after.text  # the same tiny model, greedy
+
+
+def test_a_judge_on_its_own_engine_is_answered_by_its_restarted_engine(shared_engine, tmp_path):
+    """engine: own. The judge's engine is killed between two scorings of the same completions: its
+    router starts a replacement serving the judge's model, and the score and the judge's metrics are
+    unchanged. Stopping the reward actors stops the replacement too."""
+    judge_model = save_causal_lm(tmp_path / "judge")
+    config = load_config(
+        REPO / "configs/quickstart.yaml",
+        [
+            "run.progress=false",
+            "reward.judge.enabled=true",
+            "reward.judge.engine=own",
+            f"reward.judge.model_path={judge_model}",
+            "reward.judge.max_tokens=8",
+        ],
+    )
+    completions, tasks = ["46", "13"], [{"prompt": "12+34=", "answer": "46", "reward": 1.0}, {"prompt": "5+7=", "answer": "12", "reward": 0.0}]
+
+    async def run():
+        pipeline, actors = reward_pipeline(config, (), shared_engine)
+        router = actors.judge_router
+        first = router.engines[0]
+        try:
+            before = await pipeline.score(completions, tasks)
+            ray.kill(first.actor, no_restart=True)
+            after = await asyncio.wait_for(pipeline.score(completions, tasks), timeout=600)
+            replacement = router.engines[0]
+        finally:
+            await actors.stop()
+        return router, first, replacement, before, after
+
+    router, first, replacement, before, after = asyncio.run(run())
+    assert (router.restarts, router.resubmitted, router.live_count) == (1, 1, 1)
+    assert replacement.actor != first.actor
+    assert after.rewards == before.rewards and after.metrics["reward/judge/mean"] == before.metrics["reward/judge/mean"]
+    assert after.metrics["judge/parse_fail_rate"] == before.metrics["judge/parse_fail_rate"]
+    with pytest.raises(ray.exceptions.RayActorError):  # stopped with the pipeline
+        ray.get(replacement.actor.__ray_ready__.remote(), timeout=60)

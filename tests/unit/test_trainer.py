@@ -78,3 +78,24 @@ def test_ppo_value_loss_clips_against_the_rollout_time_values(tmp_path):
     returns = torch.tensor([5.0, -5.0, 5.0, -5.0])[:, None] * batch.loss_mask
     metrics = trainer.train_step(replace(batch, returns=returns, old_values=values).split(2))
     assert metrics["loss/value_clip_frac"] > 0.2
+
+
+def test_mismatch_kl_counts_only_tokens_sampled_by_the_weights_being_trained(tmp_path):
+    """An async batch mixes tokens sampled by the trainer's current weights (version 1 here) with
+    stale ones (version 0). The stale tokens' policy lag is behaviour KL, not trainer/engine mismatch:
+    train/mismatch_kl is the mean over the version-1 tokens only; train/behaviour_kl over every token."""
+    trainer = Trainer(load_config(REPO / "configs/quickstart.yaml", ["trainer.minibatches=1"]), FileTransport(tmp_path))
+    trainer.version = 1
+    batch = ragged_batch()
+    lag = torch.tensor([0.0, 0.5, 0.0, 0.5])[:, None] * batch.loss_mask  # rows 1 and 3: sampled by older weights
+    versions = torch.tensor([1, 0, 1, 0])[:, None] * batch.loss_mask.long() - (1 - batch.loss_mask.long())
+    behaviour = (trainer.logprobs(batch) - lag) * batch.loss_mask
+    metrics = trainer.train_step([replace(batch, behaviour_logprobs=behaviour, weight_versions=versions)])
+
+    assert metrics["train/mismatch_kl"] < 1e-6 and metrics["train/mismatch_abs_diff"] < 1e-5
+    stale_tokens, all_tokens = batch.loss_mask[[1, 3]].sum().item(), batch.loss_mask.sum().item()
+    expected = (math.exp(0.5) - 0.5 - 1.0) * stale_tokens / all_tokens  # exp(r) - r - 1 at r = 0.5, on the stale share
+    assert abs(metrics["train/behaviour_kl"] - expected) < 1e-5, (metrics["train/behaviour_kl"], expected)
+
+    trainer.version = 2  # nothing in a batch of versions 0 and 1 was sampled by version 2: no mismatch to report
+    assert "train/mismatch_kl" not in trainer.train_step([replace(batch, behaviour_logprobs=behaviour, weight_versions=versions)])

@@ -48,7 +48,13 @@ def dumped_batch(path: Path, pad_id: int) -> TrainBatch:
     episodes = [
         Episode(
             list(r["prompt_ids"]),
-            Completion(list(r["completion_ids"]), list(r["engine_logprobs"]), r["completion"], (), r["truncated"]),
+            Completion(
+                list(r["completion_ids"]),
+                list(r["engine_logprobs"]),
+                r["completion"],
+                tuple(None if v < 0 else v for v in r["weight_versions"]),
+                r["truncated"],
+            ),
             r["reward"],
             r["error"],
         )

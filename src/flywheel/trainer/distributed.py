@@ -101,23 +101,25 @@ def all_gather(local: torch.Tensor) -> torch.Tensor:
 
 
 #: metrics that are shares of the step's loss (summed over micro-batches and ranks); "*_max" take
-#: the maximum; every other metric is a mean weighted by loss tokens.
+#: the maximum; every other metric is a weighted mean: by the micro-batch's loss tokens, or by the
+#: weight it gives as a (value, weight) pair (a mean over a subset of the tokens), over the
+#: micro-batches that report it.
 SHARES = ("loss/policy", "loss/critic")
 
 
-def combine_metrics(local: list[tuple[dict[str, float], float]]) -> dict[str, float]:
+def combine_metrics(local: list[tuple[dict[str, float | tuple[float, float]], float]]) -> dict[str, float]:
     """(metrics, loss tokens) of each micro-batch of every rank -> the step's metrics, on every rank."""
     everyone: list = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, local)
     rows = [row for rank in everyone for row in rank]
-    weight = sum(w for _, w in rows)
     out: dict[str, float] = {}
     for key in dict.fromkeys(k for m, _ in rows for k in m):
-        values = [(m[key], w) for m, w in rows if key in m]
+        values = [m[key] if isinstance(m[key], tuple) else (m[key], w) for m, w in rows if key in m]
         if key in SHARES:
             out[key] = sum(v for v, _ in values)
         elif key.endswith("_max"):
             out[key] = max(v for v, _ in values)
         else:
+            weight = sum(w for _, w in values)
             out[key] = sum(v * w for v, w in values) / weight if weight else 0.0
     return out

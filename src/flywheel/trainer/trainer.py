@@ -196,11 +196,13 @@ class Trainer:
                     reference = self._logprobs(self.reference, micro)
         if self._kept is not None:
             self._kept.append(old.cpu())
-        log_ratio = old - micro.behaviour_logprobs  # trainer vs engine, same weights, same tokens
-        metrics = {
-            "train/mismatch_kl": token_mean(torch.exp(log_ratio) - log_ratio - 1.0, micro.loss_mask).item(),
-            "train/mismatch_abs_diff": token_mean(log_ratio.abs(), micro.loss_mask).item(),
-        }
+        log_ratio = old - micro.behaviour_logprobs  # proximal vs engine: a stale token's policy lag, plus numeric mismatch
+        kl = torch.exp(log_ratio) - log_ratio - 1.0
+        metrics: dict = {"train/behaviour_kl": token_mean(kl, micro.loss_mask).item()}
+        same_weights = micro.loss_mask if micro.weight_versions is None else micro.loss_mask * (micro.weight_versions == self.version)
+        if tokens := same_weights.sum().item():  # trainer vs engine on the very weights: numeric mismatch only
+            metrics["train/mismatch_kl"] = (token_mean(kl, same_weights).item(), tokens)
+            metrics["train/mismatch_abs_diff"] = (token_mean(log_ratio.abs(), same_weights).item(), tokens)
         mask, weights, is_metrics = self.algorithm.behaviour_correction(log_ratio, micro.loss_mask)
         loss, loss_metrics = self.algorithm.loss(new, entropy, reference, old, micro.advantages, mask, weights, totals)
         with self._span("backward"):
