@@ -1,9 +1,11 @@
-# `make run`: set up and run the quickstart; `make test`: set up and run the test suite.
+# `make run`: set up and run the quickstart; `make test`: set up, lint and run the test suite but its `slow`
+# tests (minutes each: learning runs, engine restarts, multi-node and MPI launches); `make test-slow` runs those;
+# CI (.ci/run) runs both.
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps run calculator lint test test-fast clean
+.PHONY: setup system-deps run calculator lint test test-slow clean
 
 setup: $(STAMP)
 
@@ -41,10 +43,10 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests bench assets
 
 test: setup lint
-	$(PY) -m pytest tests
-
-test-fast: setup
 	$(PY) -m pytest tests -m "not slow"
+
+test-slow: setup
+	$(PY) -m pytest tests -m slow
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -163,7 +163,7 @@ def run_flywheel(base: list[str], dtype: str, mode: str, name: str) -> dict:
     }
 
 
-def run_trl(python: Path, path: Path, work: dict, steps: int, dtype: str, threads: int, prompts: tuple[Path, Path], out: Path) -> dict:
+def run_trl(python: Path, path: Path, work: dict, steps: int, dtype: str, threads: int, prompts: tuple[Path, Path], out: Path, seed: int) -> dict:
     command = [
         str(python),
         str(HERE / "peers_trl.py"),
@@ -178,12 +178,33 @@ def run_trl(python: Path, path: Path, work: dict, steps: int, dtype: str, thread
         f"--lr={LR}",
         f"--dtype={dtype}",
         f"--threads={threads}",
+        f"--seed={seed}",
         f"--out={out}",
         *(["--eval-before"] if work["model"] == "tiny-adder" else []),
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | {"OMP_NUM_THREADS": str(threads)}
     subprocess.run(command, check=True, env=env, cwd=ROOT)
-    return json.loads(out.read_text())
+    return json.loads(out.read_text()) | {"seed": seed}
+
+
+def best_setting(runs: list[dict]) -> dict:
+    """The side's fastest setting (dtype, and flywheel's mode) over its runs, one per seed: the median of their
+    median steps, their mean accuracy, and each seed's accuracy."""
+    settings: dict[tuple, list[dict]] = {}
+    for run in runs:
+        settings.setdefault((run["dtype"], run.get("mode")), []).append(run)
+    seeded = min(settings.values(), key=lambda group: statistics.median(r["median_step_s"] for r in group))
+    middle = lambda key: statistics.median(r[key] for r in seeded)  # noqa: E731
+    summary = {key: middle(key) for key in ("median_step_s", "median_wait_for_batch_s", "median_train_s", "median_sync_s") if key in seeded[0]}
+    return (
+        seeded[0]
+        | summary
+        | {
+            "greedy_accuracy": statistics.mean(r["greedy_accuracy"] for r in seeded),
+            "seeds": [r.get("seed", 0) for r in seeded],
+            "accuracy_per_seed": [r["greedy_accuracy"] for r in seeded],
+        }
+    )
 
 
 def machine() -> dict:
@@ -201,6 +222,9 @@ def main() -> None:
     parser.add_argument("--modes", default="async_tis", help=f"flywheel rollout modes to try, comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--trl-threads", type=int, default=1, help="torch threads of TRL's process")
     parser.add_argument("--dtypes", default=None, help="dtypes to try on both sides (default: each workload's own)")
+    parser.add_argument(
+        "--seeds", default="0", help="run seeds (prompt order and sampling, both sides), comma-separated: each setting runs once per seed"
+    )
     parser.add_argument("--out", default=str(HERE / "results/peers.json"))
     parser.add_argument("--report", action="store_true", help="only rewrite bench/peers.md from bench/results/peers.json")
     args = parser.parse_args()
@@ -232,17 +256,22 @@ def main() -> None:
             steps = args.steps or work["steps"]
             path, params_m = model_dir(work["model"], out_dir)
             base = overrides(work, path, steps, out_dir)
-            prompts = write_prompts(base, steps, out_dir / f"{name}-prompts")
             trl_runs, flywheel_runs = [], []
             dtypes = args.dtypes.split(",") if args.dtypes else work["dtypes"]
             for dtype in dtypes:  # alternate the sides so the shared machine's load hits both alike
-                trl_runs.append(run_trl(python, path, work, steps, dtype, args.trl_threads, prompts, out_dir / f"{name}-trl-{dtype}.json"))
-                print(name, "trl", dtype, trl_runs[-1]["median_step_s"], flush=True)
-                for mode in args.modes.split(","):
-                    flywheel_runs.append(run_flywheel(base, dtype, mode, f"{name}-{dtype}-{mode}"))
-                    print(name, "flywheel", dtype, mode, flywheel_runs[-1]["median_step_s"], flush=True)
-            trl = min(trl_runs, key=lambda r: r["median_step_s"])
-            fly = min(flywheel_runs, key=lambda r: r["median_step_s"])
+                for seed in map(int, args.seeds.split(",")):
+                    seeded = [*base, f"run.seed={seed}"]
+                    prompts = write_prompts(seeded, steps, out_dir / f"{name}-prompts-{seed}")
+                    trl_runs.append(
+                        run_trl(python, path, work, steps, dtype, args.trl_threads, prompts, out_dir / f"{name}-trl-{dtype}-{seed}.json", seed)
+                    )
+                    print(name, "trl", dtype, seed, trl_runs[-1]["median_step_s"], trl_runs[-1]["greedy_accuracy"], flush=True)
+                    for mode in args.modes.split(","):
+                        flywheel_runs.append(run_flywheel(seeded, dtype, mode, f"{name}-{dtype}-{mode}-{seed}") | {"seed": seed})
+                        print(
+                            name, "flywheel", dtype, mode, seed, flywheel_runs[-1]["median_step_s"], flywheel_runs[-1]["greedy_accuracy"], flush=True
+                        )
+            trl, fly = best_setting(trl_runs), best_setting(flywheel_runs)
             results["workloads"].append({
                 "name": name,
                 "params_m": round(params_m, 2),
@@ -256,6 +285,9 @@ def main() -> None:
                 "speedup_vs_trl": round(trl["median_step_s"] / fly["median_step_s"], 3),
                 "trl_accuracy": trl["greedy_accuracy"],
                 "flywheel_accuracy": fly["greedy_accuracy"],
+                "seeds": fly["seeds"],
+                "trl_accuracy_per_seed": trl["accuracy_per_seed"],
+                "flywheel_accuracy_per_seed": fly["accuracy_per_seed"],
                 "trl_setting": {"dtype": trl["dtype"], "threads": args.trl_threads},
                 "flywheel_setting": {"dtype": fly["dtype"], "mode": fly["mode"], "max_staleness": fly["max_staleness"]},
                 "trl_runs": trl_runs,
@@ -280,6 +312,11 @@ def _setting(side: str, run: dict) -> str:
     return f"{run['dtype']}, {run['mode']} (max_staleness {run['max_staleness']})"
 
 
+def _accuracy(setting: dict) -> str:
+    seeds = setting["accuracy_per_seed"]
+    return f"{setting['greedy_accuracy']:.3f}" + (f" ({', '.join(f'{a:.3f}' for a in seeds)})" if len(seeds) > 1 else "")
+
+
 def report(results: dict) -> str:
     m = results["machine"]
     lines = [
@@ -294,25 +331,26 @@ def report(results: dict) -> str:
         "```",
         "",
         "Seconds per step of equal work (median over the steps after the first), each side at the fastest",
-        "of the settings it ran; greedy accuracy on the same 200 held-out problems after the same number of steps.",
+        "of the settings it ran; greedy accuracy on the same 200 held-out problems after the same number of steps. With",
+        "several seeds (prompt order and sampling, the same on both sides) a setting's step time is the median over its",
+        "seeds' runs and its accuracy the mean, each seed's in brackets.",
         "",
         "| workload | params | P x G x tokens | steps | TRL s/step | flywheel s/step | flywheel speed-up | TRL accuracy | flywheel accuracy | TRL setting | flywheel setting |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for w in results["workloads"]:
-        trl = min(w["trl_runs"], key=lambda r: r["median_step_s"])
-        fly = min(w["flywheel_runs"], key=lambda r: r["median_step_s"])
+        trl, fly = best_setting(w["trl_runs"]), best_setting(w["flywheel_runs"])
         lines.append(
             f"| {w['name']} | {w['params_m']:.1f}M | {w['prompts_per_step']} x {w['group_size']} x {w['max_new_tokens']} | {w['steps']} "
             f"| {w['trl_s_per_step']:.2f} | {w['flywheel_s_per_step']:.2f} | **{w['speedup_vs_trl']:.2f}x** "
-            f"| {w['trl_accuracy']:.3f} | {w['flywheel_accuracy']:.3f} | {_setting('trl', trl)} | {_setting('flywheel', fly)} |"
+            f"| {_accuracy(trl)} | {_accuracy(fly)} | {_setting('trl', trl)} | {_setting('flywheel', fly)} |"
         )
     missing = [name for name in WORKLOADS if name not in {w["name"] for w in results["workloads"]}]
     if missing:
         lines += ["", f"Not measured in this run: {', '.join(missing)} (see Caveats)."]
     lines += ["", "Against the issue's goal (flywheel at least 1.5x TRL's speed, 2x from 30M parameters, with equal or better accuracy):", ""]
     for w in results["workloads"]:
-        fly = min(w["flywheel_runs"], key=lambda r: r["median_step_s"])
+        fly = best_setting(w["flywheel_runs"])
         goal = 2.0 if w["params_m"] >= 30 else 1.5
         verdict = "met" if w["speedup_vs_trl"] >= goal else "**not met**"
         accuracy = "higher" if w["flywheel_accuracy"] > w["trl_accuracy"] else "equal" if w["flywheel_accuracy"] == w["trl_accuracy"] else "**lower**"
@@ -328,8 +366,8 @@ def report(results: dict) -> str:
         "Every run (the median step, and for flywheel where its step goes: `timing/wait_for_batch_s` is the trainer",
         "waiting for generation, `timing/train_s` training, both medians):",
         "",
-        "| workload | side | setting | s/step | steps (s) | generation wait, s | training, s | accuracy before | accuracy after |",
-        "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| workload | side | setting | seed | s/step | steps (s) | generation wait, s | training, s | accuracy before | accuracy after |",
+        "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for w in results["workloads"]:
         for side, runs in (("TRL", w["trl_runs"]), ("flywheel", w["flywheel_runs"])):
@@ -339,7 +377,7 @@ def report(results: dict) -> str:
                 trained = f"{r['median_train_s']:.2f}" if "median_train_s" in r else ""
                 steps = ", ".join(f"{t:.2f}" for t in r["step_s"])
                 lines.append(
-                    f"| {w['name']} | {side} | {_setting(side.lower(), r)} | {r['median_step_s']:.2f} | {steps} | {wait} | {trained} | {before} | {r['greedy_accuracy']:.3f} |"
+                    f"| {w['name']} | {side} | {_setting(side.lower(), r)} | {r.get('seed', 0)} | {r['median_step_s']:.2f} | {steps} | {wait} | {trained} | {before} | {r['greedy_accuracy']:.3f} |"
                 )
     lines += ["", NOTES, ""]
     return "\n".join(lines)

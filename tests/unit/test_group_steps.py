@@ -7,7 +7,7 @@ import threading
 import time
 
 from flywheel.envs.base import final
-from flywheel.rollout.group import EnvFailure, _steps
+from flywheel.rollout.group import EnvFailure, _Deadline, _steps
 
 
 class Env:
@@ -25,7 +25,7 @@ class Env:
 def test_steps_keep_order_and_fail_only_the_faulty_episode():
     release = threading.Event()
     envs = [Env("ok"), Env("raise"), Env("hang", release), Env("ok")]
-    results = asyncio.run(_steps(envs, ["a", "bb", "ccc", "dddd"], time.monotonic() + 0.3))
+    results = asyncio.run(_steps(envs, ["a", "bb", "ccc", "dddd"], _Deadline(0.3, None)))
     release.set()
     assert [r.reward for r in (results[0], results[3])] == [1.0, 4.0]
     assert isinstance(results[1], EnvFailure) and results[1].reason == "env_error"
@@ -35,12 +35,12 @@ def test_steps_keep_order_and_fail_only_the_faulty_episode():
 
 
 def test_steps_after_the_deadline_all_time_out():
-    results = asyncio.run(_steps([Env("ok"), Env("ok")], ["a", "b"], time.monotonic() - 1))
+    results = asyncio.run(_steps([Env("ok"), Env("ok")], ["a", "b"], _Deadline(-1, None)))
     assert [r.reason for r in results] == ["env_timeout", "env_timeout"]
 
 
 def test_no_steps():
-    assert asyncio.run(_steps([], [], time.monotonic() + 1)) == []
+    assert asyncio.run(_steps([], [], _Deadline(1, None))) == []
 
 
 class InlineEnv(Env):
@@ -55,7 +55,7 @@ def test_inline_steps_run_on_the_loop_in_order_with_the_same_failures():
     envs = [InlineEnv("ok"), InlineEnv("raise"), InlineEnv("ok")]
 
     async def run():
-        return threading.current_thread(), await _steps(envs, ["a", "bb", "ccc"], time.monotonic() + 5)
+        return threading.current_thread(), await _steps(envs, ["a", "bb", "ccc"], _Deadline(5, None))
 
     loop_thread, results = asyncio.run(run())
     assert all(env.thread is loop_thread for env in envs)  # no worker thread
@@ -66,7 +66,7 @@ def test_inline_steps_run_on_the_loop_in_order_with_the_same_failures():
 
 def test_inline_steps_after_the_deadline_time_out_without_running():
     envs = [InlineEnv("ok"), InlineEnv("ok")]
-    results = asyncio.run(_steps(envs, ["a", "b"], time.monotonic() - 1))
+    results = asyncio.run(_steps(envs, ["a", "b"], _Deadline(-1, None)))
     assert [r.reason for r in results] == ["env_timeout", "env_timeout"]
     assert not any(hasattr(env, "thread") for env in envs)
 
@@ -77,5 +77,18 @@ def test_the_quickstart_environment_steps_inline():
     env = make_env("arithmetic")
     assert env.step_inline is True
     env.reset(env.tasks(1, seed=0)[0])
-    [result] = asyncio.run(_steps([env], [env.answer], time.monotonic() + 5))
+    [result] = asyncio.run(_steps([env], [env.answer], _Deadline(5, None)))
     assert result.reward == 1.0 and result.done
+
+
+def test_the_deadline_does_not_count_time_with_no_live_engine():
+    """A 0.2 s limit whose engine was down for 10 s meanwhile (a crashed engine restarting) has about 10 s
+    left, and steps run then; time passes as usual while the engine is up."""
+    down = [0.0]
+    deadline = _Deadline(0.2, lambda: down[0])
+    time.sleep(0.3)
+    assert deadline.left() == 0.0
+    down[0] = 10.0  # the run had no live replica for 10 s of this group's time
+    assert 9.5 < deadline.left() < 10.0
+    [result] = asyncio.run(_steps([Env("ok")], ["a"], deadline))
+    assert not isinstance(result, EnvFailure)

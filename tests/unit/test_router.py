@@ -113,6 +113,11 @@ def test_requests_wait_for_a_restart_while_every_replica_is_dead():
         a.dying.set()
         assert await router.generate([[1]], 1, 1.0, 4, seed=0) == [[("new1", 3, 0)]]  # the first restart failed, the second served
         assert router.restarts == 2 and made[0] is None
+        # the two starts (0.05 s each) and the wait between them, with no live replica: the run's downtime
+        assert 0.1 <= router.downtime_s() < 1.0
+        held = router.downtime_s()
+        await asyncio.sleep(0.05)
+        assert router.downtime_s() == held  # a replica is live again: the clock stopped
 
     asyncio.run(run())
 

@@ -1,7 +1,15 @@
 """An Engine in a Ray actor: the actor runs an implementation (``engines.engine_class``), callers
-hold this client, so no caller touches Ray to generate or load weights."""
+hold this client, so no caller touches Ray to generate or load weights.
+
+Generation calls made in the same turn of the caller's event loop (a step's groups, started together)
+travel to the actor as one batch (``ServesBatches.generate_batch``), and their results stream back as
+they finish, several to a message when they finish together: one Ray call a batch instead of one a
+group."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
 
 import ray
 from ray.actor import ActorHandle
@@ -11,20 +19,84 @@ from flywheel.engines.base import EngineDied
 from flywheel.types import Completion
 from flywheel.weights.base import WeightUpdate
 
+#: one generation call: (prompts, n, temperature, max_tokens, seed, stop), ``Engine.generate``'s arguments
+Request = tuple[list[list[int]], int, float, int, int, "list[str] | None"]
+
+
+class ServesBatches:
+    """The actor side of the batching: an engine implementation with ``generate`` gets ``generate_batch``."""
+
+    async def generate_batch(self, requests: list[Request]) -> AsyncIterator[list[tuple[int, list[list[Completion]] | Exception]]]:
+        """Runs every request concurrently; yields (index, result or the exception it raised) of those
+        that finished since the last yield, until all have. A Ray streaming generator."""
+        finished: asyncio.Queue = asyncio.Queue()
+
+        async def run(index: int, request: Request) -> None:
+            try:
+                finished.put_nowait((index, await self.generate(*request)))
+            except Exception as error:  # noqa: BLE001 - the caller of that request raises it
+                finished.put_nowait((index, error))
+
+        tasks = [asyncio.create_task(run(i, request)) for i, request in enumerate(requests)]
+        try:
+            left = len(requests)
+            while left:
+                ready = [await finished.get()]
+                while not finished.empty():
+                    ready.append(finished.get_nowait())
+                left -= len(ready)
+                yield ready
+        finally:
+            for task in tasks:
+                task.cancel()
+
 
 class RemoteEngine:
     """The ``Engine`` whose implementation runs in the Ray actor ``actor``; a dead actor raises ``EngineDied``."""
 
     def __init__(self, actor: ActorHandle) -> None:
         self.actor = actor
+        self._queued: list[tuple[Request, asyncio.Future]] = []  # calls of this loop turn, not yet sent
+        self._receiving: set[asyncio.Task] = set()
+        self.batches_sent = 0  # generation calls to the actor (each carries one or more requests)
 
     async def generate(
         self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
     ) -> list[list[Completion]]:
+        loop = asyncio.get_running_loop()
+        if not self._queued:
+            loop.call_soon(self._send)
+        future = loop.create_future()
+        self._queued.append(((prompts, n, temperature, max_tokens, seed, stop), future))
+        return await future
+
+    def _send(self) -> None:
+        batch, self._queued = self._queued, []
+        self.batches_sent += 1
+        task = asyncio.ensure_future(self._receive(batch))
+        self._receiving.add(task)
+        task.add_done_callback(self._receiving.discard)
+
+    async def _receive(self, batch: list[tuple[Request, asyncio.Future]]) -> None:
+        futures = [future for _, future in batch]
         try:
-            return await self.actor.generate.remote(prompts, n, temperature, max_tokens, seed, stop)
+            async for ref in self.actor.generate_batch.options(num_returns="streaming").remote([request for request, _ in batch]):
+                for index, result in await ref:
+                    if futures[index].done():  # its caller was cancelled
+                        continue
+                    if isinstance(result, Exception):
+                        futures[index].set_exception(result)
+                    else:
+                        futures[index].set_result(result)
         except RayActorError as error:
-            raise EngineDied(str(error)) from error
+            failure: BaseException = EngineDied(str(error))
+        except Exception as error:  # noqa: BLE001 - e.g. a request that cannot be sent: its callers raise it
+            failure = error
+        else:
+            return
+        for future in futures:
+            if not future.done():
+                future.set_exception(failure)
 
     async def load_weights(self, update: WeightUpdate) -> float:
         try:

@@ -20,6 +20,7 @@ import pickle
 import torch
 
 from flywheel.config import Config
+from flywheel.engines.remote import ServesBatches
 from flywheel.types import Completion
 from flywheel.weights.base import WeightUpdate
 
@@ -66,7 +67,7 @@ def engine_args(config: Config, cpu: bool) -> dict:
     }
 
 
-class VLLMEngine:
+class VLLMEngine(ServesBatches):
     """One vLLM replica, the ``replica``-th of the run's engines. A Ray async actor in a run: its methods are coroutines."""
 
     def __init__(self, config: Config, replica: int = 0) -> None:

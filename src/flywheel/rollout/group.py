@@ -8,7 +8,7 @@ engine batches each call, and environments that wait (sandbox, verifier) do not 
 
 An episode ends when its environment says done (its reward), when a model turn hits the token
 limit without finishing, after ``max_turns`` model turns, at the time limit (``time_limit_s``
-from the group's start, generation included), or when its next turn could overflow the model's
+from the group's start, generation included, time the run had no live engine replica not), or when its next turn could overflow the model's
 context (``tokenizer.model_max_length``); all but the first score 0. An environment that raises (in
 ``reset`` or ``step``) or whose ``step`` outlives the time limit gives an episode with ``error`` set
 ("env_error", "env_timeout"): it is left out of the advantages, never scored 0, and the group goes on.
@@ -81,6 +81,7 @@ async def run_group(
     temperature: float,
     max_tokens: int,
     seed: int,
+    downtime: Callable[[], float] | None = None,
 ) -> list[EnvEpisode]:
     """n episodes of ``task``, each with its own environment from ``env_factory``, in the order started.
 
@@ -90,13 +91,13 @@ async def run_group(
 
     ``engine`` samples the model turns (in a run, the router pinned to the group, so that every turn
     meets its prefix cache); ``max_tokens`` limits each model turn. Turn t of the group's i-th live
-    episode is sampled with seed ``seed + t * n + i``.
+    episode is sampled with seed ``seed + t * n + i``. ``downtime``: the run's clock of seconds with no
+    live engine replica (``EngineRouter.downtime_s``), which the time limit does not count.
     """
-    started = time.monotonic()
     envs = [env_factory() for _ in range(n)]
     first = envs[0]
     renderer = Renderer(tokenizer, first.system_prompt, first.tools)
-    deadline = started + first.time_limit_s
+    deadline = _Deadline(first.time_limit_s, downtime)
     live: list[_Live] = []
     finished: dict[int, EnvEpisode] = {}
     prompt = _PromptCache(renderer)
@@ -122,11 +123,16 @@ async def run_group(
         if not pending:
             break
         contexts = [live[i].transcript.context for i in pending]
-        call = engine.generate(contexts, 1, temperature, max_tokens, seed + turn * n, list(first.stop) or None)
+        call = asyncio.ensure_future(engine.generate(contexts, 1, temperature, max_tokens, seed + turn * n, list(first.stop) or None))
         try:
-            outputs = await asyncio.wait_for(call, _left(deadline))
-        except TimeoutError:
+            while not call.done() and (left := deadline.left()) > 0:  # an engine outage meanwhile moves the deadline
+                await asyncio.wait({call}, timeout=left)
+        finally:
+            if not call.done():  # the time limit, or the group cancelled
+                call.cancel()
+        if call.cancelled():
             break
+        outputs = call.result()
         results = await _steps([live[i].env for i in pending], [out[0].text for out in outputs], deadline)
         for i, out, result in zip(pending, outputs, results):
             episode, completion = live[i], out[0]
@@ -155,7 +161,7 @@ async def run_group(
 
 
 async def _one_turn(
-    engine: Engine, renderer: Renderer, live: list[_Live], temperature: float, max_tokens: int, seed: int, stop: Sequence[str], deadline: float
+    engine: Engine, renderer: Renderer, live: list[_Live], temperature: float, max_tokens: int, seed: int, stop: Sequence[str], deadline: _Deadline
 ) -> list[EnvEpisode]:
     """The group of a one-turn environment: its n completions from one request, graded concurrently."""
     [completions] = await engine.generate([live[0].transcript.context], len(live), temperature, max_tokens, seed, list(stop) or None)
@@ -177,8 +183,17 @@ async def _one_turn(
     return episodes
 
 
-def _left(deadline: float) -> float:
-    return max(0.0, deadline - time.monotonic())
+class _Deadline:
+    """``limit`` seconds from now, not counting the seconds the engine had no live replica (the
+    restart of a crashed engine: the group's requests were waiting for it, not running).
+    ``downtime``: the engine's clock of those seconds (``EngineRouter.downtime_s``), if it has one."""
+
+    def __init__(self, limit: float, downtime: Callable[[], float] | None) -> None:
+        self.downtime = downtime or (lambda: 0.0)
+        self.end = time.monotonic() + limit - self.downtime()
+
+    def left(self) -> float:
+        return max(0.0, self.end + self.downtime() - time.monotonic())
 
 
 class _PromptCache:
@@ -196,13 +211,13 @@ class _PromptCache:
         return Transcript(list(ids), [dict(m) for m in messages])
 
 
-async def _steps(envs: Sequence[Environment], texts: Sequence[str], deadline: float) -> list[StepResult | EnvFailure]:
+async def _steps(envs: Sequence[Environment], texts: Sequence[str], deadline: _Deadline) -> list[StepResult | EnvFailure]:
     """Each environment's answer to its text, every ``step`` in a worker thread, concurrently, awaited
     together (one wait per turn, not a task per episode); a failure where it raised or the
     episode's time ran out first. Environments whose class says ``step_inline = True`` (a pure,
     quick step) answer on the event loop instead, one after the other: no thread hop per episode."""
     if envs and getattr(envs[0], "step_inline", False):
-        if _left(deadline) <= 0:  # as in a worker thread: no time left, every step has timed out
+        if deadline.left() <= 0:  # as in a worker thread: no time left, every step has timed out
             return [
                 _failure("env_timeout", f"{type(env).__name__}.step did not answer within the episode's time limit", TimeoutError()) for env in envs
             ]
@@ -210,7 +225,7 @@ async def _steps(envs: Sequence[Environment], texts: Sequence[str], deadline: fl
     loop = asyncio.get_running_loop()
     futures = [loop.run_in_executor(None, contextvars.copy_context().run, env.step, text) for env, text in zip(envs, texts)]
     try:
-        if futures and (left := _left(deadline)) > 0:  # none left: every step has timed out, as wait_for(..., 0) says
+        if futures and (left := deadline.left()) > 0:  # none left: every step has timed out, as wait_for(..., 0) says
             await asyncio.wait(futures, timeout=left)
     except asyncio.CancelledError:  # the group is cancelled: so are its steps (those not yet running never run)
         for future in futures:

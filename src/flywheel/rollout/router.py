@@ -27,6 +27,7 @@ Re-forms run one at a time, and never while other loads are in flight on the sam
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
@@ -72,6 +73,7 @@ class EngineRouter:
         self._loads: asyncio.Future | None = None  # load_weights' loads in flight
         self._background: set[asyncio.Task] = set()  # re-forms after a death
         self._deaths = self._deaths_covered = 0  # replicas marked dead; of those, the ones the weight group has left out
+        self._downtime, self._down_since = 0.0, None  # seconds with no live replica, ended and under way
 
     def pick(self, key: Hashable | None = None) -> int:
         """Index of the replica for a new request."""
@@ -136,6 +138,8 @@ class EngineRouter:
             return
         was_alive, self.alive[index] = self.alive[index], False
         self._deaths += was_alive
+        if was_alive and not any(self.alive):
+            self._down_since = time.monotonic()
         if was_alive and self.rejoin is not None:  # the group leaves the dead replica out before any send waits on it
             self._background.add(asyncio.create_task(self._reform_after_death(self._reforms), name=f"reform-without-{index}"))
         self.sticky = {k: i for k, i in self.sticky.items() if i != index}
@@ -184,6 +188,8 @@ class EngineRouter:
             return
         del self._restarting[index]
         self.engines[index], self.alive[index] = engine, True
+        if self._down_since is not None:
+            self._downtime, self._down_since = self._downtime + time.monotonic() - self._down_since, None
         self.log(f"engine replica {index} is back, serving weights version {self.latest.version if self.latest else 0}")
         self._changed.set()
 
@@ -289,6 +295,11 @@ class EngineRouter:
         """Stops every replica."""
         for engine in self.engines:
             engine.shutdown()
+
+    def downtime_s(self) -> float:
+        """Seconds so far with no live replica (every one dead, a replacement starting): requests waited
+        rather than ran, and an episode's time limit does not count them (``rollout.group``)."""
+        return self._downtime + (time.monotonic() - self._down_since if self._down_since is not None else 0.0)
 
     @property
     def live_count(self) -> int:

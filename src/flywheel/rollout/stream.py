@@ -226,7 +226,9 @@ class RolloutStream:
         [index] = prompt_indices(len(self.tasks.train), position, 1, self.config.run.seed)
         task = self.tasks.train[index]
         clock = GroupClock(self.router.pinned(position))
-        episodes = await run_group(clock, self.tokenizer, self.tasks.env_factory, task, r.group_size, r.temperature, r.max_new_tokens, seed)
+        episodes = await run_group(
+            clock, self.tokenizer, self.tasks.env_factory, task, r.group_size, r.temperature, r.max_new_tokens, seed, self.router.downtime_s
+        )
         for start, end in clock.gaps(time.time()):  # between its generate calls, a group waits for its environments
             self.timeline.add("env", "steps", start, end)
         with self.timeline.span("reward", "scoring"):
