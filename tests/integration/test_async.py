@@ -9,6 +9,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 import ray
 import torch
 from helpers import crashing_engine, exact_groups
@@ -161,6 +162,7 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
     assert not [a for a in alerts if a["kind"] == "mismatch_spike"], alerts
 
 
+@pytest.mark.slow
 def test_a_lone_engine_that_dies_is_restarted_with_the_current_weights(fresh_workers, tmp_path):
     """The run's only engine dies mid-request once it serves version 2: the requests wait for its
     replacement, which loads the current weights before serving (synchronous, so every trained token

@@ -10,6 +10,7 @@ import math
 import time
 from pathlib import Path
 
+import pytest
 import ray
 import torch
 from helpers import crashing_engine
@@ -127,6 +128,7 @@ class HeldTrainer:
         return await self.group.train_step(*args, **kwargs)
 
 
+@pytest.mark.slow
 def test_a_replica_that_dies_rejoins_the_collective_group_with_the_current_weights(shared_engine, fresh_workers, tmp_path):
     """Two replicas over weights.name=collective (the session's engine in slot 0, a second one in slot
     1 whose process dies mid-request once it serves version 2). The group re-forms with the live

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 JUDGE = ["reward.judge.enabled=true", "reward.judge.engine=policy", "reward.judge.max_tokens=8"]
 
 
+@pytest.mark.slow
 def test_the_policy_judge_is_answered_by_the_replacement_replica(shared_engine, tmp_path):
     """shared_engine: Ray is up. The policy is a tiny random ASCII model with a chat template and
     room for the judge's prompt (the tiny adder's context is 64 tokens)."""
@@ -53,6 +54,7 @@ def test_the_policy_judge_is_answered_by_the_replacement_replica(shared_engine, 
     assert reply_after.text == reply_before.text and reply_after.text  # the same tiny model, greedy
 
 
+@pytest.mark.slow
 def test_a_judge_on_its_own_engine_is_answered_by_its_restarted_engine(shared_engine, tmp_path):
     """engine: own. The judge's engine is killed between two scorings of the same completions: its
     router starts a replacement serving the judge's model, and the score and the judge's metrics are

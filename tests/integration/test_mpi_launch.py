@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.monitor.metrics import read_metrics
@@ -34,6 +36,7 @@ def mpirun(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_mpi_ranks_train_like_ray_ranks(fresh_workers, tmp_path):
     launched = mpirun(*COMMON, f"run.output_dir={tmp_path}", "run.name=mpi")
     assert launched.returncode == 0, launched.stderr[-3000:]

@@ -7,7 +7,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 
+
+@pytest.mark.slow
 def test_train_then_evaluate_from_python(tmp_path):
     script = textwrap.dedent(
         f"""

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 import ray
 from helpers import crashing_engine
 from ray._private.state import actors as actor_table  # the GCS's actor table; the state API needs the dashboard
@@ -122,6 +123,7 @@ def engine_states(before: set[str]) -> dict[str, str]:
     return {a["ActorID"]: a["State"] for a in actor_table().values() if a["ActorClassName"] == "VLLMEngine" and a["ActorID"] not in before}
 
 
+@pytest.mark.slow
 def test_the_next_attempt_is_served_by_the_replacement_replica(shared_engine, tmp_path, capsys):
     """The run's only replica dies at step 3 and the router replaces it; the trainer dies in step 3's
     training. The second attempt (from the step-2 checkpoint) is served by that replacement: no replica is
