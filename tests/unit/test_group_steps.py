@@ -1,13 +1,20 @@
-"""run_group's environment steps: every answer in order, a raise or an overrun as that episode's failure only."""
+"""run_group's environment steps: every answer in order, a raise or an overrun as that episode's failure only;
+the time limit of a multi-turn group, and the engine downtime it does not count."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from pathlib import Path
 
-from flywheel.envs.base import final
-from flywheel.rollout.group import EnvFailure, _Deadline, _steps
+from transformers import AutoTokenizer
+
+from flywheel.envs.base import Task, final
+from flywheel.rollout.group import EnvFailure, _Deadline, _steps, run_group
+from flywheel.types import Completion
+
+TINY = Path(__file__).resolve().parents[2] / "assets/tiny-adder"
 
 
 class Env:
@@ -92,3 +99,44 @@ def test_the_deadline_does_not_count_time_with_no_live_engine():
     assert 9.5 < deadline.left() < 10.0
     [result] = asyncio.run(_steps([Env("ok")], ["a"], deadline))
     assert not isinstance(result, EnvFailure)
+
+
+class TwoTurns:
+    """A two-turn environment whose first answer ends the episode with reward 1."""
+
+    system_prompt, tools, stop, max_turns, time_limit_s = None, (), (), 2, 0.3
+
+    def reset(self, task: Task) -> str:
+        return task.prompt
+
+    def step(self, text: str):
+        return final(1.0)
+
+
+class SlowEngine:
+    """An engine stand-in that answers every call after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None):
+        await asyncio.sleep(self.delay)
+        return [[Completion([5], [-0.1], "7", (1,))] for _ in prompts]
+
+
+def test_a_multi_turn_group_whose_generation_outlives_the_time_limit_ends_at_it():
+    tokenizer = AutoTokenizer.from_pretrained(TINY)
+
+    async def run(downtime):
+        started = time.monotonic()
+        episodes = await run_group(SlowEngine(1.0), tokenizer, TwoTurns, Task("1+1=", "2"), 2, 1.0, 4, 0, downtime)
+        return episodes, time.monotonic() - started
+
+    episodes, seconds = asyncio.run(run(None))
+    assert 0.3 <= seconds < 0.9 and [(e.stop_reason, e.turns, e.reward) for e in episodes] == [("time_limit", 0, 0.0)] * 2
+
+    # the same second of generation spent waiting for a restarted engine (the run's downtime clock ran
+    # all along): the limit moves with it, and the turn completes
+    t0 = time.monotonic()
+    episodes, seconds = asyncio.run(run(lambda: time.monotonic() - t0))
+    assert seconds >= 1.0 and [(e.stop_reason, e.turns, e.reward) for e in episodes] == [("done", 1, 1.0)] * 2

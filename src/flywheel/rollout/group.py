@@ -130,7 +130,7 @@ async def run_group(
         finally:
             if not call.done():  # the time limit, or the group cancelled
                 call.cancel()
-        if call.cancelled():
+        if not call.done():  # cancelled just now (done once the cancellation lands): the time limit
             break
         outputs = call.result()
         results = await _steps([live[i].env for i in pending], [out[0].text for out in outputs], deadline)
