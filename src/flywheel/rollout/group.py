@@ -8,7 +8,8 @@ engine batches each call, and environments that wait (sandbox, verifier) do not 
 
 An episode ends when its environment says done (its reward), when a model turn hits the token
 limit without finishing, after ``max_turns`` model turns, at the time limit (``time_limit_s``
-from the group's start, generation included, time the run had no live engine replica not), or when its next turn could overflow the model's
+from the group's start, generation included; time with no live engine replica is not counted), or
+when its next turn could overflow the model's
 context (``tokenizer.model_max_length``); all but the first score 0. An environment that raises (in
 ``reset`` or ``step``) or whose ``step`` outlives the time limit gives an episode with ``error`` set
 ("env_error", "env_timeout"): it is left out of the advantages, never scored 0, and the group goes on.
