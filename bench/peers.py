@@ -253,6 +253,7 @@ def main() -> None:
     try:
         for name in names:
             work = WORKLOADS[name]
+            load_before = round(os.getloadavg()[0], 2)
             steps = args.steps or work["steps"]
             path, params_m = model_dir(work["model"], out_dir)
             base = overrides(work, path, steps, out_dir)
@@ -274,6 +275,9 @@ def main() -> None:
             trl, fly = best_setting(trl_runs), best_setting(flywheel_runs)
             results["workloads"].append({
                 "name": name,
+                "command": command.strip(),
+                "date": results["date"],
+                "load_average_before": load_before,
                 "params_m": round(params_m, 2),
                 "prompts_per_step": work["prompts"],
                 "group_size": 8,
@@ -300,7 +304,13 @@ def main() -> None:
 
 
 def write(results: dict, out: Path) -> None:
+    """``results`` into ``out``, keeping the rows of workloads this run did not measure (each row names
+    the command and date that produced it)."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    measured = {w["name"] for w in results["workloads"]}
+    kept = [w for w in json.loads(out.read_text())["workloads"] if w["name"] not in measured] if out.is_file() else []
+    rows = sorted([*kept, *results["workloads"]], key=lambda w: list(WORKLOADS).index(w["name"]))
+    results = results | {"workloads": rows}
     out.write_text(json.dumps(results, indent=2) + "\n")
     if out.resolve() == (HERE / "results/peers.json").resolve():
         (HERE / "peers.md").write_text(report(results))
@@ -322,12 +332,15 @@ def report(results: dict) -> str:
     lines = [
         "# flywheel vs TRL's GRPOTrainer",
         "",
-        f"Measured {results['date']} on a {m['cores']}-core {m['cpu']} machine ({m['memory_gib']} GiB), shared with other",
-        "sessions' benchmarks and tests while it ran. TRL: " + ", ".join(results["trl_pins"]) + " in a virtual environment",
-        "of its own (bench/.venv-trl/, made by the bench). Produced by:",
+        f"Measured on a {m['cores']}-core {m['cpu']} machine ({m['memory_gib']} GiB). TRL: " + ", ".join(results["trl_pins"]),
+        "in a virtual environment of its own (bench/.venv-trl/, made by the bench). Each row's command, with its date and",
+        "the 1-minute load average when the workload started:",
         "",
         "```bash",
-        results["command"],
+        *(
+            f"{w.get('command', results['command'])}   # {w['name']}: {w.get('date', results['date'])}, load {w.get('load_average_before', '?')}"
+            for w in results["workloads"]
+        ),
         "```",
         "",
         "Seconds per step of equal work (median over the steps after the first), each side at the fastest",

@@ -33,7 +33,7 @@ from flywheel.trainer.distributed import free_address
 from flywheel.trainer.group import TrainerGroup
 from flywheel.trainer.trainer import Trainer
 from flywheel.weights import open_transport
-from flywheel.weights.base import WeightTransport
+from flywheel.weights.base import WeightTransport, WeightUpdate
 
 IDLE_POLL_S = 0.001
 
@@ -109,6 +109,12 @@ class MPITrainerGroup(TrainerGroup):
             if isinstance(result, BaseException):
                 raise result
         return results
+
+    async def rejoin_weights(self, replicas: list[int]) -> WeightUpdate | None:
+        """Rank 0's transport re-forms its group with these engine replica slots and re-sends the latest
+        weights (``Trainer.rejoin_weights``). Only rank 0 takes part, so no MPI call: it waits for the
+        call in flight, as a Ray rank's actor would."""
+        return await asyncio.get_running_loop().run_in_executor(self._caller, self.trainer.rejoin_weights, replicas)
 
     def node_ids(self) -> list[str]:
         """The Ray node of rank 0 (the driver's): the other MPI ranks' nodes need not be Ray nodes at all,

@@ -139,8 +139,8 @@ def start_engines(config: Config, cpus: float = 1.0, avoid_nodes: Sequence[str] 
 
 def replacements(config: Config, trainer: TrainerGroup, avoid_nodes: Sequence[str] = ()) -> tuple[EngineFactory | None, Rejoin | None]:
     """How a dead replica is replaced and, for the collective transport, how its group re-forms
-    (trainer rank 0 re-sends the latest weights); (None, None) where the trainer cannot re-send
-    (ranks under MPI): a dead replica is then not replaced."""
+    (trainer rank 0 re-sends the latest weights, whether the ranks are Ray actors or MPI processes);
+    (None, None) where the trainer cannot re-send: a dead replica is then not replaced."""
     if config.weights.engines_can_rejoin:
         return engine_starter(config, avoid_nodes=avoid_nodes), None
     rejoin = getattr(trainer, "rejoin_weights", None)
