@@ -278,6 +278,7 @@ def main() -> None:
                 "command": command.strip(),
                 "date": results["date"],
                 "load_average_before": load_before,
+                "machine": results["machine"],
                 "params_m": round(params_m, 2),
                 "prompts_per_step": work["prompts"],
                 "group_size": 8,
@@ -327,18 +328,20 @@ def _accuracy(setting: dict) -> str:
     return f"{setting['greedy_accuracy']:.3f}" + (f" ({', '.join(f'{a:.3f}' for a in seeds)})" if len(seeds) > 1 else "")
 
 
+def _machine(m: dict) -> str:
+    return f"{m['cores']}-core {m['cpu']} ({m['memory_gib']} GiB)"
+
+
 def report(results: dict) -> str:
-    m = results["machine"]
     lines = [
         "# flywheel vs TRL's GRPOTrainer",
         "",
-        f"Measured on a {m['cores']}-core {m['cpu']} machine ({m['memory_gib']} GiB). TRL: " + ", ".join(results["trl_pins"]),
-        "in a virtual environment of its own (bench/.venv-trl/, made by the bench). Each row's command, with its date and",
-        "the 1-minute load average when the workload started:",
+        "TRL: " + ", ".join(results["trl_pins"]) + " in a virtual environment of its own (bench/.venv-trl/, made by the bench).",
+        "Each row's command, with its date, machine and the 1-minute load average when the workload started:",
         "",
         "```bash",
         *(
-            f"{w.get('command', results['command'])}   # {w['name']}: {w.get('date', results['date'])}, load {w.get('load_average_before', '?')}"
+            f"{w['command']}   # {w['name']}: {w['date']}, {_machine(w['machine'])}, load {w['load_average_before'] if w['load_average_before'] is not None else 'not recorded'}"
             for w in results["workloads"]
         ),
         "```",
@@ -374,7 +377,7 @@ def report(results: dict) -> str:
         )
     lines += [
         "",
-        "The machine's load moved under these runs: read every ratio with the Caveats below (the 8m one above all).",
+        "The rows come from different runs, machines and loads: read every ratio with the Caveats below (the 32m one above all).",
         "",
         "Every run (the median step, and for flywheel where its step goes: `timing/wait_for_batch_s` is the trainer",
         "waiting for generation, `timing/train_s` training, both medians):",
@@ -457,18 +460,19 @@ NOTES = """## How the work was made equal
 
 ## Caveats
 
-- The machine was shared: other sessions' vLLM engines and trainers ran during every run (load average 10-13 on
-  the 2 cores during this run), so step times move by tens of percent from step to step and by up to 4x between
-  runs of the same setting (TRL on 8m, fp32: 17.2 s per step in the first run, 67 s in this one; TRL on the
-  quickstart in bf16: 1.9 s, then 3.8 s). The runs alternate sides (TRL then flywheel, for each dtype) so the load
-  hits both alike, but one run of each setting cannot separate the two sides reliably where they are within 2x:
-  the figures are not those of a quiet machine, and the ratios have wide error bars. The 8m ratio above all: TRL's
-  run fell in the heaviest load (load average 10-13), flywheel's right after it (4-7); against the 17.2 s per step
-  TRL took on 8m in the first run, flywheel's median here would be about 1.2x, not the ratio in the table.
-- Few steps on the random models (the steps column): the median of the steps after the first. 32m was measured by
-  a second command right after the first (both are in the code block above). The 100m workload is defined
-  (`--workloads 100m`; 8 prompts per step, 8 x 8 x 128, because TRL's step is expected to take minutes at 16 on one
-  thread: at 32m it took 115-130 s) but was not measured for this report: the session's time ran out.
+- **Two machines.** The rows were measured in different sessions, on the machines named with their commands
+  above. The Intel Xeon has AVX-512 and AMX (bf16 matmuls several times faster than fp32); the AMD EPYC of the
+  8m row has AVX2 only: no native bf16, so bf16 there is slower than fp32 on both sides. A rerun of 32m in bf16
+  on the AMD machine was stopped after 23 minutes inside TRL's first run; rerun it there with `--dtypes float32`.
+- **The 8m row is a quiet run** (load 1.3, nothing else of the session running): TRL 34.7 s per step (about 24 s
+  generating with `generate` and 10 s training, per pair of optimiser steps), flywheel 16.4 s. The earlier loaded
+  runs on the Intel machine gave TRL 17.2 s and 67 s per step for the same work.
+- **The 32m row is the loaded run** of 2026-12-01 (load average 10-13 on the 2 cores: other sessions' vLLM engines
+  and trainers), one seed; its ratio has wide error bars. The runs alternate sides (TRL then flywheel, for each
+  dtype) so the load hits both alike.
+- Few steps on the random models (the steps column): the median of the steps after the first. The 100m workload
+  is defined (`--workloads 100m`; 8 prompts per step, 8 x 8 x 128, because TRL's step is expected to take minutes
+  on one thread) but has not been measured.
 - flywheel's two processes are pinned (engine core 0, trainer core 1); TRL's one process is not. Another job pinned
   to the same core slows the pinned process more than a free one.
 - flywheel's first step also pays for its start (Ray actors, vLLM's first batch): the median leaves it out on both sides,

@@ -10,7 +10,7 @@ import pytest
 from flywheel.config import ConfigError, dump_config, load_config
 from flywheel.engines import engine_class
 from flywheel.engines.config import VLLMConfig
-from flywheel.engines.vllm import VLLMEngine, engine_env
+from flywheel.engines.vllm import VLLMEngine, engine_env, token_versions
 from flywheel.weights import open_transport
 from flywheel.weights.config import FileTransportConfig
 from flywheel.weights.file import FileTransport
@@ -73,3 +73,13 @@ def test_cpu_only_vllm_options_apply_only_on_cpu():
         "VLLM_CPU_OMP_THREADS_BIND": "0-1",
     }
     assert engine_env(config, cpu=False) == {"VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def test_token_versions_unroll_vllm_s_weight_version_spans():
+    from vllm.outputs import WeightVersionSpan
+
+    spans = [WeightVersionSpan("default", 0, 2), WeightVersionSpan("3", 2, 3), WeightVersionSpan("4", 3, 5)]
+    assert token_versions(spans, 5) == (0, 0, 3, 4, 4)
+    assert token_versions([], 0) == ()
+    with pytest.raises(RuntimeError, match="vLLM labelled 5 of a completion's 6 tokens with a weight version"):
+        token_versions(spans, 6)

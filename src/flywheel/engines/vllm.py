@@ -1,13 +1,15 @@
 """vLLM engine: with engines/vllm_transfer.py and engines/vllm_plugin.py, the only modules of flywheel that import vllm.
 
-The engine is vLLM's ``AsyncLLM``: requests stream their tokens, so that a weight update can land
-while they are being generated. An update pauses the scheduler keeping the running requests
-(``pause_generation(mode="keep")``, which also drops the prefix cache: it holds keys of the old
-weights), runs vLLM's weight-transfer session on every worker (``init_weight_transfer_engine`` once
-per group, then ``start_weight_update``, ``update_weights``, ``finish_weight_update``) and resumes.
-The transfer engine is vLLM's own NCCL engine for the collective transport on GPU, flywheel's
-(engines/vllm_transfer.py) otherwise. Each token records the weight version the engine served when
-the token came out, so a completion that spans an update says which tokens came from which weights.
+The engine is vLLM's ``AsyncLLM``. A weight update lands while requests are being generated: it
+pauses the scheduler keeping the running requests (``pause_generation(mode="keep")``, which also drops
+the prefix cache: it holds keys of the old weights), runs vLLM's weight-transfer session on every
+worker (``init_weight_transfer_engine`` once per group, then ``start_weight_update``,
+``update_weights``, ``finish_weight_update``, which labels the new weights with their version) and
+resumes. The transfer engine is vLLM's own NCCL engine for the collective transport on GPU,
+flywheel's (engines/vllm_transfer.py) otherwise. vLLM's engine core stamps every step's outputs with
+the label of the weights that computed them, and a finished request carries them as spans of its
+tokens (``CompletionOutput.weight_versions``): a completion that spans an update says exactly which
+tokens came from which weights, so a request is answered once, when it ends (``FINAL_ONLY``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,19 @@ def engine_args(config: Config, cpu: bool) -> dict:
     }
 
 
+#: the label vLLM's engine core gives its weights until the first ``finish_weight_update`` names a version
+VLLM_INITIAL_LABEL = "default"
+
+
+def token_versions(spans, tokens: int) -> tuple[int, ...]:
+    """The weight version of each of a completion's ``tokens`` from vLLM's spans (``WeightVersionSpan``:
+    tokens ``[start, end)`` were sampled by the weights labelled ``version``); 0 for the initial weights."""
+    versions = tuple(0 if span.version == VLLM_INITIAL_LABEL else int(span.version) for span in spans for _ in range(span.start, span.end))
+    if len(versions) != tokens:
+        raise RuntimeError(f"vLLM labelled {len(versions)} of a completion's {tokens} tokens with a weight version")
+    return versions
+
+
 class VLLMEngine(ServesBatches):
     """One vLLM replica, the ``replica``-th of the run's engines. A Ray async actor in a run: its methods are coroutines."""
 
@@ -116,29 +131,25 @@ class VLLMEngine(ServesBatches):
             seed=seed,
             stop=stop,
             include_stop_str_in_output=True,
-            output_kind=RequestOutputKind.DELTA,
+            output_kind=RequestOutputKind.FINAL_ONLY,
         )
-        tokens: list[list[int]] = [[] for _ in range(n)]
-        logprobs: list[list[float]] = [[] for _ in range(n)]
-        versions: list[list[int]] = [[] for _ in range(n)]
-        texts, truncated = [""] * n, [False] * n
         async for output in self.llm.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id=str(next(self.request_ids))):
-            for sample in output.outputs:
-                i = sample.index
-                tokens[i] += sample.token_ids
-                logprobs[i] += [step[token].logprob for step, token in zip(sample.logprobs, sample.token_ids)]
-                versions[i] += [self.weight_version] * len(sample.token_ids)
-                texts[i] += sample.text
-                truncated[i] = sample.finish_reason == "length"
-        return [Completion(tokens[i], logprobs[i], texts[i], tuple(versions[i]), truncated[i]) for i in range(n)]
+            final = output
+        return [
+            Completion(
+                list(sample.token_ids),
+                [step[token].logprob for step, token in zip(sample.logprobs, sample.token_ids)],
+                sample.text,
+                token_versions(sample.weight_versions or (), len(sample.token_ids)),
+                sample.finish_reason == "length",
+            )
+            for sample in sorted(final.outputs, key=lambda sample: sample.index)
+        ]
 
     async def load_weights(self, update: WeightUpdate) -> float:
         """Loads ``update`` in every worker while requests stay in flight; returns the seconds
-        generation was paused.
-
-        The version label changes only after generation resumes: a token whose output is still in
-        transit at that moment may be labelled with the older version (counted as staler than it
-        is, never fresher).
+        generation was paused. ``finish_weight_update`` labels the new weights with ``update.version``
+        before generation resumes: every token sampled after it carries that version.
         """
         from vllm.distributed.weight_transfer.base import WeightTransferInitRequest, WeightTransferUpdateRequest
 
