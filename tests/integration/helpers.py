@@ -1,10 +1,13 @@
 """Blocking rollout helpers for tests: exact-answer groups generated on a run's first engine."""
 
 import asyncio
+import contextlib
 import json
 import math
 import os
 from pathlib import Path
+
+import psutil
 
 from flywheel.engines.vllm import VLLMEngine
 from flywheel.rewards.exact import exact_match_reward
@@ -77,3 +80,14 @@ def assert_matches_golden(rows: list[dict]) -> None:
         assert (g["step"], g["reward"]) == (w["step"], w["reward"]), (w, g)
         for name in ("loss", "grad_norm", "entropy"):
             assert math.isclose(g[name], w[name], rel_tol=1e-4, abs_tol=1e-6), (w["step"], name, w[name], g[name])
+
+
+def actor_processes(pid: int, title: str) -> list[psutil.Process]:
+    """The Ray actor processes titled ``title`` (``ray::Trainer``, ``ray::VLLMEngine``: not their vLLM
+    engine cores) among the descendants of process ``pid``."""
+    found = []
+    for process in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # a short-lived child may be gone already
+            if process.cmdline()[:1] and process.cmdline()[0].startswith(title):
+                found.append(process)
+    return found

@@ -2,7 +2,6 @@
 controller and the engine on Ray) and the run equals the same config trained by a 2-rank Ray group; an
 engine killed under it is replaced and rejoins the collective weight group."""
 
-import contextlib
 import json
 import os
 import subprocess
@@ -10,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
+from helpers import actor_processes
 
 from flywheel.config import load_config
 from flywheel.controller import train
@@ -72,16 +71,6 @@ def test_trainer_ranks_other_than_the_mpi_processes_are_refused(tmp_path):
     assert not any(tmp_path.iterdir())  # nothing started
 
 
-def engine_actors(pid: int) -> list[psutil.Process]:
-    """The Ray engine actors among the descendants of process ``pid`` (not their vLLM engine cores)."""
-    found = []
-    for process in psutil.Process(pid).children(recursive=True):
-        with contextlib.suppress(psutil.Error):  # a short-lived child may be gone already
-            if process.cmdline()[:1] and process.cmdline()[0].startswith("ray::VLLMEngine"):
-                found.append(process)
-    return found
-
-
 @pytest.mark.slow
 def test_an_engine_killed_under_mpirun_is_replaced_and_rejoins_the_collective_group(tmp_path):
     """The run's lone engine is SIGKILLed after step 2 of an ``mpirun -np 2`` run over
@@ -101,7 +90,7 @@ def test_an_engine_killed_under_mpirun_is_replaced_and_rejoins_the_collective_gr
         while not ((run_dir / "metrics.jsonl").is_file() and len((run_dir / "metrics.jsonl").read_text().splitlines()) >= 3):  # step 2 done
             assert run.poll() is None and time.monotonic() < deadline, f"the run ended or stalled before step 2: {log.read_text()[-3000:]}"
             time.sleep(0.5)
-        [engine] = engine_actors(run.pid)
+        [engine] = actor_processes(run.pid, "ray::VLLMEngine")
         engine.kill()
         assert run.wait(timeout=900) == 0, log.read_text()[-3000:]
     finally:

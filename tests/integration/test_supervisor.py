@@ -3,7 +3,6 @@ and one sentence naming the rank, the step and the checkpoint; with it, the run 
 checkpoint in the same run directory and its steps after the restart equal those of an
 uninterrupted run."""
 
-import contextlib
 import os
 import re
 import subprocess
@@ -15,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 import ray
-from helpers import crashing_engine
+from helpers import actor_processes, crashing_engine
 from ray._private.state import actors as actor_table  # the GCS's actor table; the state API needs the dashboard
 
 from flywheel.config import load_config
@@ -53,16 +52,6 @@ def run_config(tmp_path: Path, *extra: str):
     )
 
 
-def trainer_processes(pid: int) -> list[psutil.Process]:
-    """The Ray trainer ranks among the descendants of process ``pid``."""
-    ranks = []
-    for process in psutil.Process(pid).children(recursive=True):
-        with contextlib.suppress(psutil.Error):  # a short-lived child may be gone already
-            if process.cmdline()[:1] and process.cmdline()[0].startswith("ray::Trainer"):
-                ranks.append(process)
-    return ranks
-
-
 def test_a_rank_killed_from_outside_ends_the_cli_run_with_exit_4(tmp_path):
     """SIGKILL to one rank of a 2-rank CLI run: the other may be blocked in a collective with it, yet the
     run ends at once with exit code 4 and one sentence, leaving no trainer process behind."""
@@ -84,7 +73,7 @@ def test_a_rank_killed_from_outside_ends_the_cli_run_with_exit_4(tmp_path):
     while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= 3):  # step 2 done
         assert run.poll() is None and time.monotonic() < deadline, "the run ended or stalled before step 2"
         time.sleep(0.5)
-    ranks = trainer_processes(run.pid)
+    ranks = actor_processes(run.pid, "ray::Trainer")
     assert len(ranks) == 2
     ranks[1].kill()
     _, stderr = run.communicate(timeout=120)
