@@ -3,7 +3,7 @@ proximal forward) does not change its gradients, and a real step gives the same 
 
 Each group's ranks record the full gradients at every optimiser step instead of applying them
 (``probe_trainer()``), so every comparison starts from the shipped model's initial weights. fp32
-throughout; the tolerances are fp32 rounding of sums taken in another order.
+throughout; the tolerances (``REORDERED``, ``OTHER_KERNELS``) are fp32 rounding, measured against float64.
 """
 
 import asyncio
@@ -96,19 +96,22 @@ def step(group, batch: TrainBatch, **knobs) -> tuple[dict, dict[str, torch.Tenso
     return metrics, grads, forwards
 
 
-def assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = 1e-6, rtol: float = 1e-4) -> None:
+def assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], rel: float) -> None:
+    """Each gradient tensor of ``b`` lies within ``rel`` of ``a``'s norm. The norm, not each entry: a
+    sum taken in another order moves an entry near cancellation by more than any relative tolerance
+    of that entry (an elementwise rel 1e-4 failed on one CPU for a single entry of 8,192)."""
     assert a.keys() == b.keys()
     for name in a:
-        torch.testing.assert_close(a[name], b[name], atol=atol, rtol=rtol, msg=lambda m, name=name: f"{name}: {m}")
+        error = float((a[name] - b[name]).norm() / a[name].norm())
+        assert error <= rel, f"{name}: off by {error:.2e} of its norm (allowed {rel:.0e})"
 
 
-def assert_close_to_scale(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], share: float = 1e-4) -> None:
-    """Each gradient tensor agrees to ``share`` of its largest entry: padded and packed forwards run
-    different kernels (a masked batch vs one sequence per attention call), whose fp32 rounding
-    differences grow towards the first layers (measured: at most 1.5e-5 of the largest entry)."""
-    assert a.keys() == b.keys()
-    for name in a:
-        assert (a[name] - b[name]).abs().max() <= share * a[name].abs().max(), name
+# Same kernels, sums in another order (ranks, micro-batches): measured at most 3.2e-7 of the norm.
+REORDERED = 1e-5
+# Padded vs packed run different attention kernels. On the shipped model fp32 itself lies up to 1.3e-3
+# (of the norm) from a float64 run of the same step, and the two fp32 paths 1.3e-5 to 8.8e-5 from each
+# other (measured on two CPUs); attention that crosses sequence boundaries is off by 3.3.
+OTHER_KERNELS = 1e-3
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
@@ -118,7 +121,7 @@ def test_two_ranks_give_the_gradients_of_one(groups, aggregation):
     two, grads_two, _ = step(groups[2], batch, aggregation=aggregation, max_tokens_per_microbatch=64)  # idle micro-batches on rank 1
     assert two["loss/policy"] == pytest.approx(one["loss/policy"], abs=1e-6)
     assert two["train/entropy"] == pytest.approx(one["train/entropy"], rel=1e-5)
-    assert_same(grads_one, grads_two)
+    assert_close(grads_one, grads_two, REORDERED)
 
 
 def test_packed_equals_padded_and_one_micro_batch_equals_four(groups):
@@ -129,8 +132,8 @@ def test_packed_equals_padded_and_one_micro_batch_equals_four(groups):
     assert packed["train/padding_frac"] == 0.0 < padded["train/padding_frac"]
     for metrics in (packed, cut):
         assert metrics["loss/policy"] == pytest.approx(padded["loss/policy"], abs=1e-6)
-    assert_close_to_scale(grads_padded, grads_packed)
-    assert_same(grads_packed, grads_cut)
+    assert_close(grads_padded, grads_packed, OTHER_KERNELS)
+    assert_close(grads_packed, grads_cut, REORDERED)
 
 
 def test_the_first_minibatch_takes_its_proximal_logprobs_from_its_training_forward(groups):
