@@ -33,7 +33,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -43,6 +42,7 @@ import time
 from pathlib import Path
 
 import ray
+from machine import describe, machine
 from transformers import AutoTokenizer
 
 from flywheel.config import load_config
@@ -207,14 +207,6 @@ def best_setting(runs: list[dict]) -> dict:
     )
 
 
-def machine() -> dict:
-    model = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
-        platform.processor(),
-    )
-    return {"cores": os.cpu_count(), "cpu": model, "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}")
@@ -328,10 +320,6 @@ def _accuracy(setting: dict) -> str:
     return f"{setting['greedy_accuracy']:.3f}" + (f" ({', '.join(f'{a:.3f}' for a in seeds)})" if len(seeds) > 1 else "")
 
 
-def _machine(m: dict) -> str:
-    return f"{m['cores']}-core {m['cpu']} ({m['memory_gib']} GiB)"
-
-
 def report(results: dict) -> str:
     lines = [
         "# flywheel vs TRL's GRPOTrainer",
@@ -341,7 +329,7 @@ def report(results: dict) -> str:
         "",
         "```bash",
         *(
-            f"{w['command']}   # {w['name']}: {w['date']}, {_machine(w['machine'])}, load {w['load_average_before'] if w['load_average_before'] is not None else 'not recorded'}"
+            f"{w['command']}   # {w['name']}: {w['date']}, {describe(w['machine'])}, load {w['load_average_before'] if w['load_average_before'] is not None else 'not recorded'}"
             for w in results["workloads"]
         ),
         "```",

@@ -18,8 +18,9 @@ one warm-up round each. tokens/s = generated tokens / seconds; the ratio is flyw
 round, and a size's ratio is the median over rounds.
 
 Models: the shipped ``assets/tiny-adder`` (quickstart workload) and random Qwen2 models of about 8M and
-32M parameters (vocab 8192, head_dim 64, the tests' ASCII tokenizer). Writes bench/results/rollout.json
-(with the command) for bench/rollout.md.
+32M parameters (vocab 8192, head_dim 64, the tests' ASCII tokenizer). Writes each size's row into
+bench/results/rollout.json (with its command, date, machine and load; other sizes' rows are kept) for
+bench/rollout.md.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from machine import machine
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -211,23 +214,29 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(HERE / "results/rollout.json"))
     args = parser.parse_args()
-    load = os.getloadavg()[0]
     started = time.time()
-    out = {
+    run = {
         "command": f"PYTHONPATH=src .venv/bin/python bench/rollout.py --sizes {args.sizes} --repeats {args.repeats}",
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)),
-        "load_average_before": load,
-        "results": [],
+        "machine": machine(),
     }
+    out = Path(args.out)
     with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="rollout-bench-") as tmp:
         for size in args.sizes.split(","):  # the file is written after each size: a stopped run keeps what it measured
-            out["results"].append(bench_size(size, args.repeats, Path(tmp)))
-            out |= {"minutes": round((time.time() - started) / 60, 1), "worst_ratio": min(r["ratio"] for r in out["results"])}
-            Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+            row = {**run, "load_average_before": os.getloadavg()[0]} | bench_size(size, args.repeats, Path(tmp))
+            write(row, out)
     import ray
 
     ray.shutdown()
-    print(json.dumps({k: v for k, v in out.items() if k != "results"}), flush=True)
+    print(json.dumps({"minutes": round((time.time() - started) / 60, 1), "worst_ratio": json.loads(out.read_text())["worst_ratio"]}), flush=True)
+
+
+def write(row: dict, out: Path) -> None:
+    """``row`` into ``out`` in the place of its size's earlier row, keeping the other sizes' rows (each
+    names the command, date, machine and load that produced it)."""
+    kept = [r for r in json.loads(out.read_text())["results"] if r["size"] != row["size"]] if out.is_file() else []
+    rows = sorted([*kept, row], key=lambda r: list(SIZES).index(r["size"]))
+    out.write_text(json.dumps({"worst_ratio": min(r["ratio"] for r in rows), "results": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

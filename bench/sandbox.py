@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from machine import describe, machine
 
 from flywheel.sandbox import Sandbox
 from flywheel.sandbox.jail import JAIL_PYTHON
@@ -46,13 +47,6 @@ def measure(calls: dict, executions: int) -> dict[str, tuple[float, list[float]]
                 call()
                 latencies[name].append((time.perf_counter() - t) * 1000)
     return {name: (len(lat) / (sum(lat) / 1000), lat) for name, lat in latencies.items()}
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
@@ -92,7 +86,7 @@ def main() -> None:
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results/sandbox.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
-    print(f"ratio: {rate / base_rate:.1f}x the executions per second of `python3 -c` (machine: {cpu_name()})")
+    print(f"ratio: {rate / base_rate:.1f}x the executions per second of `python3 -c` (machine: {describe(machine())})")
 
 
 if __name__ == "__main__":
