@@ -448,10 +448,18 @@ NOTES = """## How the work was made equal
 
 ## Caveats
 
-- **Two machines.** The rows were measured in different sessions, on the machines named with their commands
+- **Three machines.** The rows were measured in different sessions, on the machines named with their commands
   above. The Intel Xeon has AVX-512 and AMX (bf16 matmuls several times faster than fp32); the AMD EPYC of the
-  8m row has AVX2 only: no native bf16, so bf16 there is slower than fp32 on both sides. A rerun of 32m in bf16
-  on the AMD machine was stopped after 23 minutes inside TRL's first run; rerun it there with `--dtypes float32`.
+  8m row has AVX2 only: no native bf16, so bf16 there is slower than fp32 on both sides; the AMD EPYC of the
+  quickstart row has AVX-512 with bf16 instructions but no AMX. A rerun of 32m in bf16 on the AVX2 machine was
+  stopped after 23 minutes inside TRL's first run; rerun it there with `--dtypes float32`.
+- **The quickstart row is 5 seeds on a quiet machine** (load 1.1, nothing else running). Seeds 0-2 gave the same
+  accuracies on both sides as the earlier 3-seed run on the Intel machine (TRL 0.555, 0.580, 0.555; flywheel
+  0.550, 0.565, 0.540): the runs are deterministic across these CPUs at 3 decimals. Seeds 3 and 4 reversed the
+  order, so flywheel's mean is 0.010 higher (paired differences -0.005, -0.015, -0.015, +0.055, +0.030): equal
+  within the seeds' spread, not shown better. flywheel in sync mode (max_staleness 0) ran alongside: 2.24 s per
+  step (1.02x TRL, 0.88 s of it waiting for generation) and accuracy 0.552 (0.565, 0.575, 0.550, 0.595, 0.475), so
+  async with TIS buys the speed-up at no measured accuracy cost here.
 - **The 8m row is a quiet run** (load 1.3, nothing else of the session running): TRL 34.7 s per step (about 24 s
   generating with `generate` and 10 s training, per pair of optimiser steps), flywheel 16.4 s. The earlier loaded
   runs on the Intel machine gave TRL 17.2 s and 67 s per step for the same work.
