@@ -365,7 +365,7 @@ def report(results: dict) -> str:
         )
     lines += [
         "",
-        "The rows come from different runs, machines and loads: read every ratio with the Caveats below (the 32m one above all).",
+        "The rows come from different runs, machines and loads: read every ratio with the Caveats below.",
         "",
         "Every run (the median step, and for flywheel where its step goes: `timing/wait_for_batch_s` is the trainer",
         "waiting for generation, `timing/train_s` training, both medians):",
@@ -451,7 +451,7 @@ NOTES = """## How the work was made equal
 - **Three machines.** The rows were measured in different sessions, on the machines named with their commands
   above. The Intel Xeon has AVX-512 and AMX (bf16 matmuls several times faster than fp32); the AMD EPYC of the
   8m row has AVX2 only: no native bf16, so bf16 there is slower than fp32 on both sides; the AMD EPYC of the
-  quickstart row has AVX-512 with bf16 instructions but no AMX. A rerun of 32m in bf16 on the AVX2 machine was
+  quickstart and 32m rows has AVX-512 with bf16 instructions but no AMX. A rerun of 32m in bf16 on the AVX2 machine was
   stopped after 23 minutes inside TRL's first run; rerun it there with `--dtypes float32`.
 - **The quickstart row is 5 seeds on a quiet machine** (load 1.1, nothing else running). Seeds 0-2 gave the same
   accuracies on both sides as the earlier 3-seed run on the Intel machine (TRL 0.555, 0.580, 0.555; flywheel
@@ -463,9 +463,11 @@ NOTES = """## How the work was made equal
 - **The 8m row is a quiet run** (load 1.3, nothing else of the session running): TRL 34.7 s per step (about 24 s
   generating with `generate` and 10 s training, per pair of optimiser steps), flywheel 16.4 s. The earlier loaded
   runs on the Intel machine gave TRL 17.2 s and 67 s per step for the same work.
-- **The 32m row is the loaded run** of 2026-12-01 (load average 10-13 on the 2 cores: other sessions' vLLM engines
-  and trainers), one seed; its ratio has wide error bars. The runs alternate sides (TRL then flywheel, for each
-  dtype) so the load hits both alike.
+- **The 32m row is a quiet run** (load 0.8, nothing else running) on the AMD EPYC with AVX-512 and bf16, one seed,
+  bf16 on both sides: TRL 88.4 s per step (each pair of optimiser steps: about 64 s generating with `generate` and
+  22 s training), flywheel 37.8 s, all of it the trainer's (generation overlapped). Only 2 steps follow the first,
+  so the median is of 2. fp32 was not run at 32m on this machine; the earlier loaded run on the Intel machine
+  gave 2.25x (TRL 117.5 s, flywheel 52.2 s, bf16).
 - Few steps on the random models (the steps column): the median of the steps after the first. The 100m workload
   is defined (`--workloads 100m`; 8 prompts per step, 8 x 8 x 128, because TRL's step is expected to take minutes
   on one thread) but has not been measured.
