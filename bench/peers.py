@@ -466,11 +466,13 @@ NOTES = """## How the work was made equal
 - **The 32m row is a quiet run** (load 0.8, nothing else running) on the AMD EPYC with AVX-512 and bf16, one seed,
   bf16 on both sides: TRL 88.4 s per step (each pair of optimiser steps: about 64 s generating with `generate` and
   22 s training), flywheel 37.8 s, all of it the trainer's (generation overlapped). Only 2 steps follow the first,
-  so the median is of 2. fp32 was not run at 32m on this machine; the earlier loaded run on the Intel machine
+  so the median is of 2. fp32 was not run at 32m or 100m on this machine; the earlier loaded run on the Intel machine
   gave 2.25x (TRL 117.5 s, flywheel 52.2 s, bf16).
-- Few steps on the random models (the steps column): the median of the steps after the first. The 100m workload
-  is defined (`--workloads 100m`; 8 prompts per step, 8 x 8 x 128, because TRL's step is expected to take minutes
-  on one thread) but has not been measured.
+- **The 100m row is a quiet run** (load 0.3) on the same AMD EPYC, one seed, bf16 on both sides, 8 prompts per
+  step (8 x 8 x 128, so that TRL's run fits in minutes): TRL 130.8 s per step (each pair of optimiser steps: about
+  95-105 s generating with `generate` and 33-39 s training), flywheel 61.1 s, all of it the trainer's.
+- Few steps on the random models (the steps column): the median of the steps after the first, so of 2 steps at 32m
+  and 100m.
 - flywheel's two processes are pinned (engine core 0, trainer core 1); TRL's one process is not. Another job pinned
   to the same core slows the pinned process more than a free one.
 - flywheel's first step also pays for its start (Ray actors, vLLM's first batch): the median leaves it out on both sides,
