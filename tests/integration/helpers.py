@@ -91,3 +91,23 @@ def actor_processes(pid: int, title: str) -> list[psutil.Process]:
             if process.cmdline()[:1] and process.cmdline()[0].startswith(title):
                 found.append(process)
     return found
+
+
+def dies_within(actor, seconds: float) -> bool:
+    """Whether ``actor`` stops answering within ``seconds``. ``ray.kill`` only sends the kill: a call made
+    right after it can still be served by the process on its way out."""
+    import time
+
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=max(0.1, deadline - time.monotonic()))
+        except RayActorError:
+            return True
+        except GetTimeoutError:
+            return False
+        time.sleep(0.2)
+    return False
