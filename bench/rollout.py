@@ -6,7 +6,8 @@ Flywheel's side is the path a run takes: ``start_engines`` (``VLLMEngine`` in a 
 ``RemoteEngine``), an ``EngineRouter``, and a ``RolloutStream`` that admits the step's prompts of the
 ``arithmetic`` task, runs each group (``run_group``: the environment's reset, one ``n``-completion
 request, its grade) and scores it (``score_group``); the time runs from ``stream.start()`` to the last
-group taken. Bare vLLM is ``vllm.LLM`` with the same engine arguments (``engines.vllm.engine_args``:
+group taken. As in a run, the driver's startup heap is frozen out of garbage collection while the
+rounds run (``startup_heap_frozen``, which the controller's loop runs in), and so is the engine actor's. Bare vLLM is ``vllm.LLM`` with the same engine arguments (``engines.vllm.engine_args``:
 model, dtype, seed, eager mode, no chunked prefill; vLLM's defaults for the rest: KV cache, max_num_seqs,
 prefix caching) and the same environment (``engine_env``: KV-cache GiB, thread binding), in a child
 process of the bench (so that the Ray driver holds no engine and vLLM's defaults apply as a user gets
@@ -148,6 +149,7 @@ def bench_size(size: str, repeats: int, tmp: Path) -> dict:
     from transformers import AutoTokenizer
 
     from flywheel.algorithms import make_algorithm
+    from flywheel.cluster.heap import startup_heap_frozen
     from flywheel.cluster.workers import start_engines
     from flywheel.rollout.router import EngineRouter
     from flywheel.rollout.stream import load_tasks
@@ -178,19 +180,20 @@ def bench_size(size: str, repeats: int, tmp: Path) -> dict:
 
     rounds = []
     try:
-        for r in range(repeats + 1):  # round 0: warm-up, not counted
-            first = (r + 1000) * prompts
-            bare_s, bare_tokens = bare_round(first)
-            fly_s, fly_tokens = asyncio.run(flywheel_round(router, tokenizer, tasks, config, algorithm, first))
-            bare_count = sum(len(t) for group in bare_tokens for t in group)
-            fly_count = sum(len(t) for group in fly_tokens for t in group)
-            same = sum(a == b for ga, gb in zip(bare_tokens, fly_tokens) for a, b in zip(ga, gb)) / (prompts * n)
-            row = {"bare_s": bare_s, "flywheel_s": fly_s, "bare_tokens": bare_count, "flywheel_tokens": fly_count, "same_completions": same}
-            row |= {"bare_tokens_per_s": bare_count / bare_s, "flywheel_tokens_per_s": fly_count / fly_s}
-            row["ratio"] = row["flywheel_tokens_per_s"] / row["bare_tokens_per_s"]
-            print(json.dumps({"size": size, "round": r, **row}), flush=True)
-            if r:
-                rounds.append(row)
+        with startup_heap_frozen():  # as the controller's run loop
+            for r in range(repeats + 1):  # round 0: warm-up, not counted
+                first = (r + 1000) * prompts
+                bare_s, bare_tokens = bare_round(first)
+                fly_s, fly_tokens = asyncio.run(flywheel_round(router, tokenizer, tasks, config, algorithm, first))
+                bare_count = sum(len(t) for group in bare_tokens for t in group)
+                fly_count = sum(len(t) for group in fly_tokens for t in group)
+                same = sum(a == b for ga, gb in zip(bare_tokens, fly_tokens) for a, b in zip(ga, gb)) / (prompts * n)
+                row = {"bare_s": bare_s, "flywheel_s": fly_s, "bare_tokens": bare_count, "flywheel_tokens": fly_count, "same_completions": same}
+                row |= {"bare_tokens_per_s": bare_count / bare_s, "flywheel_tokens_per_s": fly_count / fly_s}
+                row["ratio"] = row["flywheel_tokens_per_s"] / row["bare_tokens_per_s"]
+                print(json.dumps({"size": size, "round": r, **row}), flush=True)
+                if r:
+                    rounds.append(row)
     finally:
         ours.send(None)
         bare.join(60)

@@ -39,6 +39,7 @@ from transformers import AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
+from flywheel.cluster.heap import startup_heap_frozen
 from flywheel.cluster.workers import Workers, start_workers
 from flywheel.config import Config
 from flywheel.envs.registry import env_factory
@@ -124,7 +125,8 @@ def train(config: Config, workers: Workers | None = None) -> Path:
     own_workers, own_ray = workers is None, not ray.is_initialized()
     workers = workers or start_workers(config, open_transport(config.weights, config.rollout.engines))
     try:
-        return asyncio.run(_train(config, workers))
+        with startup_heap_frozen():  # a full collection would walk every module and Ray's state, stalling the loop
+            return asyncio.run(_train(config, workers))
     finally:
         if own_workers:
             workers.shutdown()

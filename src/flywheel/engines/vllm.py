@@ -21,6 +21,7 @@ import pickle
 
 import torch
 
+from flywheel.cluster.heap import freeze_startup_heap
 from flywheel.config import Config
 from flywheel.engines.remote import ServesBatches
 from flywheel.types import Completion
@@ -108,6 +109,7 @@ class VLLMEngine(ServesBatches):
         self.group: str | None = None  # the weight-transfer group the workers have joined
         self.weight_version = 0
         self.request_ids = itertools.count()  # unique within this engine, which is all vLLM asks of an id
+        freeze_startup_heap()  # vLLM's engine core does the same; this is its front end
 
     async def generate(
         self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
