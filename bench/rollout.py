@@ -7,7 +7,8 @@ Flywheel's side is the path a run takes: ``start_engines`` (``VLLMEngine`` in a 
 ``arithmetic`` task, runs each group (``run_group``: the environment's reset, one ``n``-completion
 request, its grade) and scores it (``score_group``); the time runs from ``stream.start()`` to the last
 group taken. As in a run, the driver's startup heap is frozen out of garbage collection while the
-rounds run (``startup_heap_frozen``, which the controller's loop runs in), and so is the engine actor's. Bare vLLM is ``vllm.LLM`` with the same engine arguments (``engines.vllm.engine_args``:
+rounds run (``startup_heap_frozen``, which the controller's loop runs in), and so is the engine
+actor's. Bare vLLM is ``vllm.LLM`` with the same engine arguments (``engines.vllm.engine_args``:
 model, dtype, seed, eager mode, no chunked prefill; vLLM's defaults for the rest: KV cache, max_num_seqs,
 prefix caching) and the same environment (``engine_env``: KV-cache GiB, thread binding), in a child
 process of the bench (so that the Ray driver holds no engine and vLLM's defaults apply as a user gets

@@ -31,3 +31,11 @@ def test_the_startup_heap_is_frozen_for_the_block_and_collected_again_after_it()
     assert gc.get_freeze_count() == 0
     gc.collect()
     assert frozen_cycle() is None
+
+
+def test_an_inner_block_leaves_the_heap_frozen_for_the_outer_one():
+    with startup_heap_frozen():
+        with startup_heap_frozen():
+            pass
+        assert gc.get_freeze_count() > 1000
+    assert gc.get_freeze_count() == 0

@@ -1,5 +1,5 @@
 """The garbage collector in a long-lived process. What a process allocates while it starts (modules,
-tokenizers, Ray's and vLLM's state: millions of objects) lives as long as it does, yet every full
+tokenizers, Ray's and vLLM's state: hundreds of thousands of objects) lives as long as it does, yet every full
 collection walks it again, pausing the process's event loop; frozen, it is left out of those walks,
 which then cover only what the run allocated since."""
 
@@ -20,9 +20,12 @@ def freeze_startup_heap() -> None:
 @contextmanager
 def startup_heap_frozen() -> Iterator[None]:
     """The startup heap frozen for the block, and back under collection after it (a process that runs
-    several runs, a test session, frees one run's cycles once it ends)."""
+    several runs, a test session, frees one run's cycles once it ends). Inside a block that froze it
+    already, the outer block unfreezes."""
+    outermost = gc.get_freeze_count() == 0
     freeze_startup_heap()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if outermost:
+            gc.unfreeze()
