@@ -438,8 +438,10 @@ NOTES = """## How the work was made equal
   To fit the time available the random models are set to one dtype each, the same on both sides: 8m fp32 (in the first
   run TRL took 37.3 s per step in bf16 against 17.2 s in fp32: at this size the casts cost more than AMX's bf16
   matmuls save), 32m and 100m bf16 (the dtype that was faster on both sides at 32M in an earlier comparison on this
-  kind of machine, with 2 threads: TRL 20.0 s bf16 vs 39.7 s fp32, flywheel 16.3 vs 31.8 s). **TRL's fp32 was not
-  measured at 32m and 100m with one thread; it may be the faster setting there.**
+  kind of machine, with 2 threads: TRL 20.0 s bf16 vs 39.7 s fp32, flywheel 16.3 vs 31.8 s). At 32m with one TRL
+  thread, on the AMD EPYC with AVX-512 and bf16 (2026-12-03, load 0.3, one seed), fp32 was slower on both sides than
+  the bf16 row: TRL 145.7 s per step, flywheel 67.5 s, 2.16x (bench/results/peers_32m_float32.json, from
+  `--workloads 32m --dtypes float32 --out bench/results/peers_32m_float32.json`). 100m's fp32 was not measured.
 - **flywheel's mode.** async: `rollout.max_staleness=1` (the engine generates the next batch while the trainer trains);
   async_tis adds truncated importance sampling (`algorithm.off_policy=tis`), the correction bench/async_vs_sync.md
   found to close async's accuracy gap. sync (`max_staleness=0`) can be added with `--modes sync,async_tis`.
