@@ -5,9 +5,12 @@ import contextlib
 import json
 import math
 import os
+import time
 from pathlib import Path
 
 import psutil
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
 
 from flywheel.engines.vllm import VLLMEngine
 from flywheel.rewards.exact import exact_match_reward
@@ -96,11 +99,6 @@ def actor_processes(pid: int, title: str) -> list[psutil.Process]:
 def dies_within(actor, seconds: float) -> bool:
     """Whether ``actor`` stops answering within ``seconds``. ``ray.kill`` only sends the kill: a call made
     right after it can still be served by the process on its way out."""
-    import time
-
-    import ray
-    from ray.exceptions import GetTimeoutError, RayActorError
-
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:

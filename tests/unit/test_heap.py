@@ -12,8 +12,7 @@ class Node:
 
 
 def test_the_startup_heap_is_frozen_for_the_block_and_collected_again_after_it():
-    before = gc.get_freeze_count()
-    assert before == 0
+    assert gc.get_freeze_count() == 0
     startup = Node()
     startup.self = startup  # a cycle alive at startup
     with startup_heap_frozen():
