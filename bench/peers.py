@@ -441,7 +441,10 @@ NOTES = """## How the work was made equal
   kind of machine, with 2 threads: TRL 20.0 s bf16 vs 39.7 s fp32, flywheel 16.3 vs 31.8 s). At 32m with one TRL
   thread, on the AMD EPYC with AVX-512 and bf16 (2026-12-03, load 0.3, one seed), fp32 was slower on both sides than
   the bf16 row: TRL 145.7 s per step, flywheel 67.5 s, 2.16x (bench/results/peers_32m_float32.json, from
-  `--workloads 32m --dtypes float32 --out bench/results/peers_32m_float32.json`). 100m's fp32 was not measured.
+  `--workloads 32m --dtypes float32 --out bench/results/peers_32m_float32.json`). At 100m likewise (2026-12-03, load
+  1.3, one seed): TRL 201.9 s per step, flywheel 112.8 s, 1.79x, both slower than the bf16 row's 130.8 s and 61.1 s
+  (bench/results/peers_100m_float32.json, from `--workloads 100m --dtypes float32 --out
+  bench/results/peers_100m_float32.json`).
 - **flywheel's mode.** async: `rollout.max_staleness=1` (the engine generates the next batch while the trainer trains);
   async_tis adds truncated importance sampling (`algorithm.off_policy=tis`), the correction bench/async_vs_sync.md
   found to close async's accuracy gap. sync (`max_staleness=0`) can be added with `--modes sync,async_tis`.
@@ -468,8 +471,8 @@ NOTES = """## How the work was made equal
 - **The 32m row is a quiet run** (load 0.8, nothing else running) on the AMD EPYC with AVX-512 and bf16, one seed,
   bf16 on both sides: TRL 88.4 s per step (each pair of optimiser steps: about 64 s generating with `generate` and
   22 s training), flywheel 37.8 s, all of it the trainer's (generation overlapped). Only 2 steps follow the first,
-  so the median is of 2. fp32 was not run at 32m or 100m on this machine; the earlier loaded run on the Intel machine
-  gave 2.25x (TRL 117.5 s, flywheel 52.2 s, bf16).
+  so the median is of 2. fp32 on the same machine was slower on both sides (Precision above); the earlier loaded run
+  on the Intel machine gave 2.25x (TRL 117.5 s, flywheel 52.2 s, bf16).
 - **The 100m row is a quiet run** (load 0.3) on the same AMD EPYC, one seed, bf16 on both sides, 8 prompts per
   step (8 x 8 x 128, so that TRL's run fits in minutes): TRL 130.8 s per step (each pair of optimiser steps: about
   95-105 s generating with `generate` and 33-39 s training), flywheel 61.1 s, all of it the trainer's.
