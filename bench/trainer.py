@@ -262,7 +262,9 @@ def main() -> None:
     parser.add_argument("--matmul-size", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", action="store_true", help="only rewrite bench/trainer.md from bench/results/trainer.json")
-    parser.add_argument("--out", default=str(HERE / "results/trainer.json"), help="results file; bench/trainer.md is rewritten only for the default one")
+    parser.add_argument(
+        "--out", default=str(HERE / "results/trainer.json"), help="results file; bench/trainer.md is rewritten only for the default one"
+    )
     args = parser.parse_args()
     if args.report:
         (HERE / "trainer.md").write_text(report(json.loads((HERE / "results/trainer.json").read_text())))
