@@ -20,7 +20,7 @@ The machine is shared, and its load moves step times by several times: tokens/s 
 Peak memory of a rank is its process's ru_maxrss (a Trainer subclass reports it over Ray); ``before`` is the
 rank process with torch and transformers imported, before the model is loaded. One step of the 30M model
 is profiled (torch.profiler, self CPU time per operator) to show where the time goes.
-Writes bench/results/trainer.json and bench/trainer.md.
+Writes bench/results/trainer.json and bench/trainer.md (``--out FILE``: only FILE, for another machine's run).
 """
 
 from __future__ import annotations
