@@ -45,6 +45,13 @@ def _status(pid: int) -> dict[str, str]:
         return {}
 
 
+def _exiting(pid: int) -> bool:
+    """Whether the kernel has begun to end ``pid`` (PF_EXITING in /proc/PID/stat's flags): cgroup v1 then shows such
+    a process, zombies included, in every hierarchy's root, wherever it lived."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return bool(int(f.read().rsplit(b")", 1)[1].split()[6]) & 0x4)
+
+
 # --- host root ----------------------------------------------------------------------------------------------------
 
 
@@ -76,11 +83,13 @@ def test_the_worker_is_in_its_capped_cgroups_and_the_execution_goes_first_on_oom
     while execution.is_alive():
         for pid in processes_in(set(jail_namespaces(sb).values())):
             try:
-                seen[pid] = (
+                sample = (
                     Path(f"/proc/{pid}/cgroup").read_text(),
                     _status(pid)["NSpid"].split()[-1],
                     Path(f"/proc/{pid}/oom_score_adj").read_text().strip(),
                 )
+                if not _exiting(pid):  # checked after the sample: not exiting now, not exiting then
+                    seen[pid] = sample
             except (OSError, KeyError):
                 pass
         time.sleep(0.05)
