@@ -38,6 +38,8 @@ def main() -> None:
         config = load_config(
             HERE.parent / "configs/quickstart.yaml",
             [
+                "rollout.max_staleness=0",
+                "algorithm.off_policy=none",  # synchronous, as measured
                 f"algorithm.name={preset}",
                 f"run.steps={args.steps}",
                 f"eval.every={args.steps}",

@@ -32,6 +32,8 @@ def run(dtype: str, steps: int, out_dir: Path, name: str) -> list[dict]:
     config = load_config(
         HERE.parent / "configs/quickstart.yaml",
         [
+            "rollout.max_staleness=0",
+            "algorithm.off_policy=none",  # synchronous, as measured
             f"model.dtype={dtype}",
             f"run.steps={steps}",
             f"eval.every={steps}",

@@ -68,8 +68,8 @@ WORKLOADS = {
 #: flywheel's rollout modes: both give the engine's compute threads core 0 and the trainer (one thread) core 1
 SPLIT_CORES = ["engine.cpu_bind='0'", "trainer.threads=1", "trainer.cpu_affinity=[1]"]
 MODES = {
-    "sync": ["rollout.max_staleness=0", *SPLIT_CORES],
-    "async": ["rollout.max_staleness=1", *SPLIT_CORES],
+    "sync": ["rollout.max_staleness=0", "algorithm.off_policy=none", *SPLIT_CORES],
+    "async": ["rollout.max_staleness=1", "algorithm.off_policy=none", *SPLIT_CORES],
     "async_tis": ["rollout.max_staleness=1", "algorithm.off_policy=tis", *SPLIT_CORES],
 }
 STALENESS = {"sync": 0, "async": 1, "async_tis": 1}

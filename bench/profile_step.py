@@ -101,6 +101,8 @@ def main() -> None:
     config = load_config(
         HERE.parent / "configs/quickstart.yaml",
         [
+            "rollout.max_staleness=0",
+            "algorithm.off_policy=none",  # synchronous
             f"run.steps={args.steps}",
             f"eval.every={args.steps + 1}",
             f"run.checkpoint_every={args.steps + 1}",

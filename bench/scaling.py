@@ -50,6 +50,8 @@ def run(model: Path, workload: dict[str, int], steps: int, out_dir: Path) -> dic
     config = load_config(
         HERE.parent / "configs/quickstart.yaml",
         [
+            "rollout.max_staleness=0",
+            "algorithm.off_policy=none",  # synchronous, as measured
             f"model.path={model}",
             f"rollout.prompts_per_step={workload['prompts']}",
             f"rollout.group_size={workload['group']}",

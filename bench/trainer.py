@@ -170,6 +170,7 @@ def run_config(
         "trainer.minibatches=1",
         f"trainer.packing={str(packing).lower()}",
         "rollout.max_staleness=0",
+        "algorithm.off_policy=none",
         f"trainer.activation_checkpointing={str(checkpointing).lower()}",
     ]
     config = load_config(HERE.parent / "configs/quickstart.yaml", overrides)

@@ -31,15 +31,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from pathlib import Path
 
 import ray
+import torch
 from transformers import AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
+from flywheel.cluster.cores import split_for_async
 from flywheel.cluster.heap import startup_heap_frozen
+from flywheel.cluster.mpi import launched_by_mpi
 from flywheel.cluster.workers import Workers, start_workers
 from flywheel.config import Config
 from flywheel.envs.registry import env_factory
@@ -121,12 +125,17 @@ def train(config: Config, workers: Workers | None = None) -> Path:
 
     With ``run.resume`` it continues that run from its latest checkpoint: metrics after it are
     dropped and recomputed; with max_staleness = 0 the continued run equals the uninterrupted one.
+    Workers started here for an asynchronous run on one CPU machine get separate cores (cluster/cores.py).
     """
     own_workers, own_ray = workers is None, not ray.is_initialized()
+    notes: list[str] = []  # lines for the run's log
+    if own_workers and not launched_by_mpi():
+        config, split = split_for_async(config, os.sched_getaffinity(0), torch.cuda.is_available())
+        notes = [split] if split else []
     workers = workers or start_workers(config, open_transport(config.weights, config.rollout.engines))
     try:
         with startup_heap_frozen():  # a full collection would walk every module and Ray's state, stalling the loop
-            return asyncio.run(_train(config, workers))
+            return asyncio.run(_train(config, workers, notes))
     finally:
         if own_workers:
             workers.shutdown()
@@ -154,7 +163,7 @@ def stop_reason(stops: list[Alert], config: Config) -> str:
     return " ".join(a.message for a in stops) + f" Stopping the run ({setting})."
 
 
-async def _train(config: Config, workers: Workers) -> Path:
+async def _train(config: Config, workers: Workers, notes: list[str]) -> Path:
     run_dir, checkpoint, state = open_run(config)
     step = first_step = state["step"] + 1  # the step under way, named if a trainer rank dies
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
@@ -185,7 +194,7 @@ async def _train(config: Config, workers: Workers) -> Path:
         with RunProgress(config.run.steps, config.run.progress) as progress:
             router.log = alerts.say = progress.log  # restarts of engine replicas, alerts
             progress.log(f"run directory: {run_dir}" + (f" (resumed after step {first_step - 1})" if checkpoint else ""))
-            for line in log.describe():
+            for line in [*notes, *log.describe()]:
                 progress.log(line)
             if background:
                 background.report = lambda row: (log.log(row, row["step"]), progress.evaluated(row))

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from helpers import SYNC
 
 from flywheel.cluster.workers import Workers, start_engines, start_trainer
 from flywheel.config import Config, load_config
@@ -13,7 +14,7 @@ from flywheel.weights import open_transport
 
 @pytest.fixture(scope="session")
 def config() -> Config:
-    return load_config(Path(__file__).resolve().parents[2] / "configs/quickstart.yaml", ["run.progress=false"])
+    return load_config(Path(__file__).resolve().parents[2] / "configs/quickstart.yaml", [*SYNC, "run.progress=false"])
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,9 @@ from flywheel.engines.vllm import VLLMEngine
 from flywheel.rewards.exact import exact_match_reward
 from flywheel.types import Episode, Task
 
+#: The quickstart made synchronous and uncorrected, as before async became its default: reproducible step for step.
+SYNC = ("rollout.max_staleness=0", "algorithm.off_policy=none")
+
 
 def rollout(workers, tokenizer, tasks: list[Task], config, seed: int) -> list[list[Episode]]:
     """group_size completions of each task (raw prompt ids; task i samples with seed + i), each

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import ray
 import torch
-from helpers import crashing_engine, exact_groups
+from helpers import SYNC, crashing_engine, exact_groups
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
@@ -34,6 +34,7 @@ def run_config(tmp_path, *extra):
     return load_config(
         REPO / "configs/quickstart.yaml",
         [
+            *SYNC,
             "run.progress=false",
             "rollout.prompts_per_step=8",
             "eval.every=100",

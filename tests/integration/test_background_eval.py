@@ -4,7 +4,7 @@ the same steps, in rows of its own, while the run trains exactly as without it."
 import json
 from pathlib import Path
 
-from helpers import undocumented_metrics
+from helpers import SYNC, undocumented_metrics
 
 from flywheel.config import load_config
 from flywheel.controller import train
@@ -16,6 +16,7 @@ def run(fresh_workers, tmp_path: Path, name: str, *extra: str) -> list[dict]:
     config = load_config(
         REPO / "configs/quickstart.yaml",
         [
+            *SYNC,
             "run.steps=2",
             "rollout.prompts_per_step=8",
             "rollout.max_staleness=0",

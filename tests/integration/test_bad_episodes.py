@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from helpers import undocumented_metrics
+from helpers import SYNC, undocumented_metrics
 
 from flywheel.config import load_config
 from flywheel.controller import RunStopped, train
@@ -38,6 +38,7 @@ def config(tmp_path: Path, *extra: str):
     return load_config(
         REPO / "configs/quickstart.yaml",
         [
+            *SYNC,
             "task.name=flaky_arithmetic",
             "run.steps=3",
             "rollout.prompts_per_step=16",

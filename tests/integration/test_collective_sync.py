@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import ray
 import torch
-from helpers import assert_matches_golden, crashing_engine
+from helpers import SYNC, assert_matches_golden, crashing_engine
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flywheel.cluster.workers import Workers, engine_starter, start_trainer
@@ -81,7 +81,7 @@ def test_quickstart_over_the_collective_reproduces_the_golden_steps(fresh_worker
     samples from exactly the trainer's weights."""
     config = load_config(
         REPO / "configs/quickstart.yaml",
-        ["run.steps=3", "eval.every=100", "eval.greedy=false", "run.progress=false", f"run.output_dir={tmp_path}", "weights.name=collective"],
+        [*SYNC, "run.steps=3", "eval.every=100", "eval.greedy=false", "run.progress=false", f"run.output_dir={tmp_path}", "weights.name=collective"],
     )
     rows = [json.loads(line) for line in (train(config, fresh_workers(config)) / "metrics.jsonl").read_text().splitlines()][1:]
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -141,6 +141,7 @@ def test_a_replica_that_dies_rejoins_the_collective_group_with_the_current_weigh
     config = load_config(
         REPO / "configs/quickstart.yaml",
         [
+            *SYNC,
             "run.progress=false",
             f"run.steps={steps}",
             "rollout.prompts_per_step=8",

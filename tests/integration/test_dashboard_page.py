@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from dashboard_browser import attrs, background, choose, chromium, open_page, screenshot, served, settle
+from helpers import SYNC
 
 from flywheel.config import load_config
 from flywheel.controller import train
@@ -164,6 +165,7 @@ def test_dashboard_of_real_runs(fresh_workers, tmp_path):
     runs = {}
     for seed in (0, 1):
         overrides = [
+            *SYNC,
             "run.steps=3",
             f"run.seed={seed}",
             f"run.name=seed{seed}",

@@ -6,7 +6,7 @@ that recomputing them from its completion gives. The tiny-adder model cannot rea
 import json
 from pathlib import Path
 
-from helpers import undocumented_metrics
+from helpers import SYNC, undocumented_metrics
 from transformers import AutoTokenizer
 
 from flywheel.config import load_config
@@ -25,6 +25,7 @@ def test_word_problems_rewards_are_the_grader_plus_the_weighted_trl_functions(fr
     config = load_config(
         REPO / "configs/quickstart.yaml",
         [
+            *SYNC,
             "run.progress=false",
             "run.steps=2",
             "rollout.prompts_per_step=8",

@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from helpers import GOLDEN, assert_matches_golden, golden_view, undocumented_metrics
+from helpers import GOLDEN, SYNC, assert_matches_golden, golden_view, undocumented_metrics
 
 from flywheel.config import load_config
 from flywheel.controller import train
@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_quickstart_reproduces_the_golden_numbers(fresh_workers, tmp_path):
     config = load_config(
-        REPO / "configs/quickstart.yaml", ["run.steps=20", "eval.every=100", "eval.greedy=false", "run.progress=false", f"run.output_dir={tmp_path}"]
+        REPO / "configs/quickstart.yaml",
+        [*SYNC, "run.steps=20", "eval.every=100", "eval.greedy=false", "run.progress=false", f"run.output_dir={tmp_path}"],
     )
     run_dir = train(config, fresh_workers(config))
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]

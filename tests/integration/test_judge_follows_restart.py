@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import ray
-from helpers import dies_within
+from helpers import SYNC, dies_within
 from tiny_models import save_causal_lm
 
 from flywheel.cluster.workers import engine_starter
@@ -26,7 +26,7 @@ def test_the_policy_judge_is_answered_by_the_replacement_replica(shared_engine, 
     """shared_engine: Ray is up. The policy is a tiny random ASCII model with a chat template and
     room for the judge's prompt (the tiny adder's context is 64 tokens)."""
     model = save_causal_lm(tmp_path / "policy")
-    judge_config = load_config(REPO / "configs/quickstart.yaml", ["run.progress=false", f"model.path={model}", *JUDGE])
+    judge_config = load_config(REPO / "configs/quickstart.yaml", [*SYNC, "run.progress=false", f"model.path={model}", *JUDGE])
     start = engine_starter(judge_config, cpus=0.5)
     completions, tasks = ["46", "13"], [{"prompt": "12+34=", "answer": "46", "reward": 1.0}, {"prompt": "5+7=", "answer": "12", "reward": 0.0}]
     request = [build_prompt("12+34=", "46", "46", nonce="c" * 16)]
@@ -64,6 +64,7 @@ def test_a_judge_on_its_own_engine_is_answered_by_its_restarted_engine(shared_en
     config = load_config(
         REPO / "configs/quickstart.yaml",
         [
+            *SYNC,
             "run.progress=false",
             "reward.judge.enabled=true",
             "reward.judge.engine=own",

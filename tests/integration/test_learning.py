@@ -2,14 +2,18 @@
 for every algorithm."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import rollout
+from helpers import SYNC, rollout
 from transformers import AutoTokenizer
 
 from flywheel.algorithms import ALGORITHMS
+from flywheel.cluster.cores import as_cpu_list, halves
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.envs.arithmetic import make_splits
@@ -43,6 +47,7 @@ def short_run(fresh_workers, tmp_path, preset: str, steps: int, extra: tuple[str
     config = load_config(
         REPO / "configs/quickstart.yaml",
         [
+            *SYNC,
             *extra,
             f"algorithm.name={preset}",
             f"run.output_dir={tmp_path}",
@@ -105,3 +110,26 @@ def test_off_policy_corrections_learn_and_report_ratios(fresh_workers, tmp_path,
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
     # fp32, synchronous: proximal and behaviour policies agree, so every ratio is 1 and nothing is corrected
     assert all(abs(r["train/is_ratio_mean"] - 1) < 1e-3 and r["train/is_ratio_clip_frac"] == 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_the_shipped_quickstart_learns_asynchronously_on_split_cores(tmp_path):
+    """``flywheel train configs/quickstart.yaml`` as shipped: staleness 1 with TIS, the engine and the trainer on
+    separate halves of this machine's cores, the mean training reward up within 30 steps."""
+    steps = 30
+    args = ["train", "configs/quickstart.yaml", f"run.steps={steps}", f"eval.every={steps}", "run.progress=false", f"run.output_dir={tmp_path}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run([sys.executable, "-m", "flywheel.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = tmp_path / "quickstart"
+    engine_cores, trainer_cores = halves(os.sched_getaffinity(0))
+    recorded = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert recorded["engine"]["cpu_bind"] == as_cpu_list(engine_cores) and recorded["trainer"]["cpu_affinity"] == trainer_cores
+    assert f"engines on cores {as_cpu_list(engine_cores)}, trainer on cores {as_cpu_list(trainer_cores)}" in " ".join(done.stderr.split())
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    trained = [r for r in rows if "reward/mean" in r]
+    assert [r["step"] for r in trained] == list(range(1, steps + 1))
+    assert all(r["rollout/staleness_max"] <= 1 for r in trained) and sum(r["rollout/staleness_mean"] > 0 for r in trained) >= steps // 2
+    assert all(r["train/is_ratio_clip_frac"] < 0.05 for r in trained)  # TIS weighs the stale tokens; few reach its cap
+    first, last = (sum(r["reward/mean"] for r in part) / len(part) for part in (trained[:5], trained[-5:]))
+    assert last >= first + 0.05, (first, last)

@@ -5,7 +5,7 @@ import asyncio
 from pathlib import Path
 
 import torch
-from helpers import rollout
+from helpers import SYNC, rollout
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -24,7 +24,7 @@ def mean_abs_diff(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float
 
 def test_engine_serving_merged_lora_weights_agrees_with_the_trainer(fresh_workers):
     lora = ["trainer.lora.rank=8", "trainer.lora.alpha=16", "trainer.lr=1e-2", "trainer.ranks=2", "trainer.threads=1"]
-    config = load_config(REPO / "configs/quickstart.yaml", ["run.progress=false", *lora])
+    config = load_config(REPO / "configs/quickstart.yaml", [*SYNC, "run.progress=false", *lora])
     workers = fresh_workers(config)
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     problems, algorithm = make_splits(1, 3, 32, 1)[0], make_algorithm(config.algorithm)

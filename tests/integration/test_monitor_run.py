@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import torch
-from helpers import undocumented_metrics
+from helpers import SYNC, undocumented_metrics
 from transformers import AutoTokenizer
 from wandb_records import wandb_history
 
@@ -36,6 +36,7 @@ def run(fresh_workers, tmp_path_factory):
     """(run directory, config) of the module's one run: 3 steps, dumps every 2, a checkpoint at step 2."""
     if not _RUN:
         overrides = [
+            *SYNC,
             f"run.steps={STEPS}",
             f"rollout.prompts_per_step={PROMPTS}",
             f"rollout.group_size={GROUP}",

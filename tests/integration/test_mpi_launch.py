@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import actor_processes
+from helpers import SYNC, actor_processes
 
 from flywheel.config import load_config
 from flywheel.controller import train
@@ -34,6 +34,7 @@ def mpirun_command(*args: str) -> list[str]:
         "flywheel.cli",
         "train",
         "configs/quickstart.yaml",
+        *SYNC,
         *args,
     ]
 
@@ -49,7 +50,7 @@ def mpirun(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 def test_mpi_ranks_train_like_ray_ranks(fresh_workers, tmp_path):
     launched = mpirun(*COMMON, f"run.output_dir={tmp_path}", "run.name=mpi")
     assert launched.returncode == 0, launched.stderr[-3000:]
-    config = load_config(REPO / "configs/quickstart.yaml", [*COMMON, f"run.output_dir={tmp_path}", "run.name=ray", "trainer.ranks=2"])
+    config = load_config(REPO / "configs/quickstart.yaml", [*SYNC, *COMMON, f"run.output_dir={tmp_path}", "run.name=ray", "trainer.ranks=2"])
     ray_run = train(config, fresh_workers(config))
 
     expected, got = read_metrics(ray_run / "metrics.jsonl"), read_metrics(tmp_path / "mpi" / "metrics.jsonl")

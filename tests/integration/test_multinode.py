@@ -32,6 +32,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import SYNC
 
 REPO = Path(__file__).resolve().parents[2]
 RAY = Path(sys.executable).with_name("ray")
@@ -224,6 +225,7 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
     address, [head, doomed, _], env = cluster
     output = tmp_path / "runs"
     overrides = [
+        *SYNC,
         f"cluster.address={address}",
         "cluster.placement=disaggregated",
         "cluster.trainer_labels={flywheel-role: trainer}",

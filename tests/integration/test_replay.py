@@ -4,6 +4,7 @@ logged loss and gradient norm exactly (fp32, CPU); a step without what it needs 
 from pathlib import Path
 
 import pytest
+from helpers import SYNC
 
 from flywheel.cli import main
 from flywheel.config import ConfigError, load_config
@@ -17,6 +18,7 @@ def run(fresh_workers, tmp_path, *extra: str) -> Path:
     config = load_config(
         REPO / "configs/quickstart.yaml",
         [
+            *SYNC,
             "run.steps=3",
             "rollout.prompts_per_step=16",
             "rollout.max_staleness=1",  # async: the trained tokens come from two versions; replay does not care

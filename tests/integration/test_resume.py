@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import undocumented_metrics
+from helpers import SYNC, undocumented_metrics
 
 from flywheel.config import load_config
 from flywheel.controller import train
@@ -26,7 +26,7 @@ def rows(run_dir: Path) -> list[dict]:
 def test_resume_is_exact(fresh_workers, tmp_path, ranks):
     def config(*extra):
         return load_config(
-            REPO / "configs/quickstart.yaml", [*COMMON, f"run.output_dir={tmp_path}", f"trainer.ranks={ranks}", "trainer.threads=1", *extra]
+            REPO / "configs/quickstart.yaml", [*SYNC, *COMMON, f"run.output_dir={tmp_path}", f"trainer.ranks={ranks}", "trainer.threads=1", *extra]
         )
 
     # PPO: the resume must restore the critic and both optimisers too.

@@ -4,6 +4,7 @@ judge on a vLLM engine of its own + guards."""
 import json
 from pathlib import Path
 
+from helpers import SYNC
 from tiny_models import save_causal_lm, save_classifier
 
 from flywheel.config import load_config
@@ -17,6 +18,7 @@ def test_rewards_compose_and_every_sub_score_is_logged(fresh_workers, tmp_path):
     config = load_config(
         REPO / "configs/quickstart.yaml",
         [
+            *SYNC,
             "run.progress=false",
             "run.steps=2",
             "rollout.prompts_per_step=8",

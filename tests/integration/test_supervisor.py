@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 import ray
-from helpers import actor_processes, crashing_engine
+from helpers import SYNC, actor_processes, crashing_engine
 from ray._private.state import actors as actor_table  # the GCS's actor table; the state API needs the dashboard
 
 from flywheel.config import load_config
@@ -48,7 +48,7 @@ COMMON = ["run.progress=false", "rollout.prompts_per_step=16"]
 def run_config(tmp_path: Path, *extra: str):
     steps = ["run.steps=4", "run.checkpoint_every=2", "eval.every=2"]
     return load_config(
-        REPO / "configs/quickstart.yaml", [*COMMON, *steps, "trainer.ranks=2", "trainer.threads=1", f"run.output_dir={tmp_path}", *extra]
+        REPO / "configs/quickstart.yaml", [*SYNC, *COMMON, *steps, "trainer.ranks=2", "trainer.threads=1", f"run.output_dir={tmp_path}", *extra]
     )
 
 
@@ -66,7 +66,7 @@ def test_a_rank_killed_from_outside_ends_the_cli_run_with_exit_4(tmp_path):
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     run = subprocess.Popen(
-        [sys.executable, "-m", "flywheel.cli", "train", "configs/quickstart.yaml", *args], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "flywheel.cli", "train", "configs/quickstart.yaml", *SYNC, *args], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True
     )
     metrics = tmp_path / "quickstart" / "metrics.jsonl"
     deadline = time.monotonic() + 600
@@ -127,7 +127,7 @@ def test_the_next_attempt_is_served_by_the_replacement_replica(shared_engine, tm
         "rollout.max_engine_restarts=1",
     ]
     config = load_config(
-        REPO / "configs/quickstart.yaml", [*COMMON, *steps, "run.supervise=true", "run.max_restarts=1", f"run.output_dir={tmp_path}"]
+        REPO / "configs/quickstart.yaml", [*SYNC, *COMMON, *steps, "run.supervise=true", "run.max_restarts=1", f"run.output_dir={tmp_path}"]
     )
     run_dir = tmp_path / "quickstart"
     crashing = ray.remote(crashing_engine()).options(num_cpus=0.5, max_restarts=0).remote(config)

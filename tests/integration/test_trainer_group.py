@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import ray
 import torch
+from helpers import SYNC
 
 from flywheel.algorithms import make_algorithm
 from flywheel.cluster.workers import start_trainer
@@ -81,7 +82,7 @@ def groups(shared_engine, tmp_path_factory):
     """A one-rank and a two-rank group of probe trainers (Ray: 1 CPU for the engine + 3)."""
     started = {}
     for ranks in (1, 2):
-        config = load_config(REPO / "configs/quickstart.yaml", [f"trainer.ranks={ranks}", "trainer.minibatches=1", "trainer.threads=1"])
+        config = load_config(REPO / "configs/quickstart.yaml", [*SYNC, f"trainer.ranks={ranks}", "trainer.minibatches=1", "trainer.threads=1"])
         started[ranks] = start_trainer(config, FileTransport(tmp_path_factory.mktemp("weights")), probe_trainer())
     yield started
     for group in started.values():
