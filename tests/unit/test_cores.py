@@ -51,7 +51,8 @@ def test_trainer_threads_are_shared_among_its_ranks_and_never_raised():
         ([], [0, 1], True),
         ([], [0], False),  # one core: nothing to split
         (["trainer.ranks=2"], [0, 1], False),  # two ranks on one core
-        (["rollout.engines=3"], [0, 1, 2, 3], False),  # three replicas on two cores
+        (["rollout.engines=2"], range(8), False),  # one cpu_bind for both replicas: they would share the half
+        (["eval.engines=1"], range(8), False),
     ],
 )
 def test_no_split_where_it_is_not_asked_for_or_does_not_fit(overrides, cores, gpu):

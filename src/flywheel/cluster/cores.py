@@ -4,7 +4,8 @@ With rollout.max_staleness > 0 the engines generate the next batch while the tra
 then run at once, and left to the scheduler their compute threads take turns on the same cores; split, each runs
 on its own (bench/peers.py: the quickstart at 1.40 s per step split against 2.24 s synchronous). The split is
 made only where nothing was chosen by hand (engine.cpu_bind 'auto', trainer.cpu_affinity unset), on a local
-machine without a GPU, and where each engine replica and each trainer rank gets a core of its own.
+machine without a GPU, for one engine (no second rollout replica, no evaluation engine: engine.cpu_bind is one
+value for them all, so they would share the half) and where each trainer rank gets a core of its own.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def split_for_async(config: Config, cores: Iterable[int], gpu: bool) -> tuple[Co
         and config.trainer.cpu_affinity is None
         and config.cluster.address is None
         and not gpu
-        and 1 <= config.rollout.engines <= len(engine_cores)
+        and config.rollout.engines == 1
+        and config.eval.engines == 0
         and 1 <= config.trainer.ranks <= len(trainer_cores)
     )
     if not wanted:
