@@ -2,7 +2,7 @@
 
 With rollout.max_staleness > 0 the engines generate the next batch while the trainer trains. On a CPU both sides
 then run at once, and left to the scheduler their compute threads take turns on the same cores; split, each runs
-on its own (bench/peers.py: the quickstart at 1.40 s per step split against 2.24 s synchronous). The split is
+on its own (the quickstart, README: 1.26 s per step so, against 2.07 s synchronous on all cores). The split is
 made only where nothing was chosen by hand (engine.cpu_bind 'auto', trainer.cpu_affinity unset), on a local
 machine without a GPU, for one engine (no second rollout replica, no evaluation engine: engine.cpu_bind is one
 value for them all, so they would share the half) and where each trainer rank gets a core of its own.
