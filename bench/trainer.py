@@ -38,6 +38,7 @@ from pathlib import Path
 
 import ray
 import torch
+from machine import describe, machine
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from flywheel.cluster.workers import start_trainer
@@ -60,12 +61,22 @@ SIZES = {
 
 
 class MeasuredTrainer(Trainer):
-    """A trainer rank that also reports its process's peak resident memory and can profile a step."""
+    """A trainer rank that also reports its process's peak resident memory and its last step's minor page
+    faults, and can profile a step."""
 
     def __init__(self, *args, **kwargs) -> None:
         self._rss_before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         super().__init__(*args, **kwargs)
         self._rss_loaded_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    def train_step(self, parts: list[TrainBatch]) -> dict[str, float]:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        metrics = super().train_step(parts)
+        self.faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+        return metrics
+
+    def minor_faults_of_last_step(self) -> int:
+        return self.faults
 
     def peak_rss_mib(self) -> dict[str, float]:
         now = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -159,6 +170,7 @@ def run_config(
     profile: bool = False,
     checkpointing: bool = False,
     threads: int | None = None,
+    extra: tuple[str, ...] = (),
 ) -> dict:
     """Starts a trainer group, one short warm-up step, then ``steps`` timed steps of ``batch``."""
     threads = threads or max(1, 2 // ranks)
@@ -172,6 +184,7 @@ def run_config(
         "rollout.max_staleness=0",
         "algorithm.off_policy=none",
         f"trainer.activation_checkpointing={str(checkpointing).lower()}",
+        *extra,
     ]
     config = load_config(HERE.parent / "configs/quickstart.yaml", overrides)
     with tempfile.TemporaryDirectory(prefix="bench-trainer-") as tmp:
@@ -188,6 +201,7 @@ def run_config(
                 assert math.isfinite(metrics["loss/policy"]), metrics
             peak_after = matmul_peak(PEAK_SIZE, 2, dtype_)
             memory = ray.get([a.peak_rss_mib.remote() for a in group.actors])
+            faults = ray.get([a.minor_faults_of_last_step.remote() for a in group.actors])
             profiled = None
             if profile:
                 deal = deal_rows(len(batch), 1, ranks)
@@ -217,6 +231,8 @@ def run_config(
         "matmul_peak_before_after": [round(peak_before, 1), round(peak_after, 1)],
         "fraction_of_peak": round(model_flop / seconds / 1e9 / max(peak_before, peak_after), 3),
         "peak_rss_mib_per_rank": [{k: round(v) for k, v in m.items()} for m in memory],
+        "minor_faults_last_step_per_rank": faults,
+        "overrides": list(extra),
     }
     if profiled is not None:
         result["profile"] = [summarise_profile(wall, rows) for wall, rows in profiled]
@@ -312,6 +328,10 @@ def main() -> None:
                 r["size"] = size
                 results["memory"].append(r)
                 print(size, "bfloat16 1 rank 1 thread", r, flush=True)
+                r = run_config(directory, info, "bfloat16", 1, True, batch, 3, extra=("trainer.reuse_freed_memory=false",))
+                r["size"] = size
+                results["memory"].append(r)
+                print(size, "bfloat16 glibc's default allocator", r, flush=True)
             if size == "8M":
                 mixed = make_batch(lengths(8, 32, 512), seed=2)
                 for packing in (True, False):
@@ -325,6 +345,7 @@ def main() -> None:
         "seconds": round(time.perf_counter() - started, 1),
         "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "torch": torch.__version__,
+        "machine": machine(),
         "command": " ".join([".venv/bin/python", "bench/trainer.py", *sys.argv[1:]]),
     }
     out = Path(args.out)
@@ -362,12 +383,11 @@ def report(results: dict) -> str:
         results["command"],
         "```",
         "",
-        f"Run time {results['seconds']:.0f} s, torch {results['torch']}, on the shared 2-core CPU machine (AMX-BF16, AVX-512) with a",
-        f"load average of {results['load_average_before_after'][0]} before and {results['load_average_before_after'][1]} after (other agents' tests running",
-        "at the same time: the same step took up to 11x its best time across the runs listed at the end).",
+        f"Run time {results['seconds']:.0f} s, torch {results['torch']}, on a shared {describe(results['machine'])} with a",
+        f"load average of {results['load_average_before_after'][0]} before and {results['load_average_before_after'][1]} after (the machine is",
+        "shared: the same step took up to 11x its best time across the runs listed at the end).",
         "",
-        f"Matmul peak at the start of the run: **{peak['float32']} GFLOP/s fp32, {peak['bfloat16']} GFLOP/s bf16** (2 threads; AMX makes",
-        "bf16 several times faster than fp32 here).",
+        f"Matmul peak at the start of the run: **{peak['float32']} GFLOP/s fp32, {peak['bfloat16']} GFLOP/s bf16** (2 threads).",
         "",
         "## Throughput, 1 rank, 2 threads",
         "",
@@ -393,18 +413,21 @@ def report(results: dict) -> str:
         "",
         "ru_maxrss of each rank's process, MiB. `before`: the Ray worker with torch and transformers imported, before the",
         "model is loaded; `loaded`: after loading and sharding; `peak`: after the timed steps (and, for the 2-rank runs and",
-        "the profiled 1-rank run, a profiled step). 2 ranks run 1 thread each on the 2 cores.",
+        "the profiled 1-rank run, a profiled step). 2 ranks run 1 thread each on the 2 cores. `malloc`: `reuse freed`",
+        "is the default (`trainer.reuse_freed_memory`, finding 4), `glibc default` the same step without it.",
         "",
-        "| ranks x threads | dtype | activation checkpointing | rank | before | loaded | peak | peak - before | step s | tokens/s | fraction of peak |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| ranks x threads | dtype | activation checkpointing | malloc | rank | before | loaded | peak | peak - before | minor page faults, last step | step s | tokens/s | fraction of peak |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in [one.get(("30M", "float32")), one.get(("30M", "bfloat16")), *results["memory"]]:
         if r is None:
             continue
         for rank, m in enumerate(r["peak_rss_mib_per_rank"]):
             lines.append(
-                f"| {r['ranks']} x {r['threads_per_rank']} | {r['dtype']} | {'on' if r.get('activation_checkpointing') else 'off'} | {rank} | {m['before']} "
-                f"| {m['loaded']} | {m['peak']} | {m['peak'] - m['before']} | {', '.join(f'{t:.1f}' for t in r['step_s'])} | {r['tokens_per_s']:.0f} "
+                f"| {r['ranks']} x {r['threads_per_rank']} | {r['dtype']} | {'on' if r.get('activation_checkpointing') else 'off'} "
+                f"| {'glibc default' if 'trainer.reuse_freed_memory=false' in r.get('overrides', []) else 'reuse freed'} | {rank} | {m['before']} "
+                f"| {m['loaded']} | {m['peak']} | {m['peak'] - m['before']} | {r['minor_faults_last_step_per_rank'][rank]:,} "
+                f"| {', '.join(f'{t:.1f}' for t in r['step_s'])} | {r['tokens_per_s']:.0f} "
                 f"| {r['fraction_of_peak']:.3f} |"
             )
     if "30M" in results["models"]:
@@ -468,7 +491,7 @@ def report(results: dict) -> str:
         lines += [
             "## Earlier runs, for the noise",
             "",
-            "tokens/s per run, this run last (`bench/results/trainer_run*.json`, written by earlier revisions of this bench with the same models and batches: one timed step per configuration and the peak measured once at the start or averaged, so only their tokens/s are shown).",
+            "tokens/s per run, this run last (`bench/results/trainer_run*.json`, the same models and batches; runs 1 and 2 by earlier revisions of this bench, with one timed step per configuration and the peak measured once at the start or averaged, so only tokens/s are shown; run 3 on a CPU with AMX on 2026-12-01; run 4 on this run's machine, with the code before findings 4-6, and run 5 minutes after it with the code of this run).",
             "",
             "| model | dtype | ranks x threads | " + " | ".join(f"run {i + 1}" for i in range(len(earlier) + 1)) + " |",
             "| --- | --- | ---: | " + " | ".join("---:" for _ in range(len(earlier) + 1)) + " |",
@@ -479,11 +502,11 @@ def report(results: dict) -> str:
                 same = [
                     x
                     for x in [*run["throughput"], *run["memory"]]
-                    if (x["size"], x["dtype"], x["ranks"], x["threads_per_rank"], bool(x.get("activation_checkpointing")))
-                    == (r["size"], r["dtype"], r["ranks"], r["threads_per_rank"], bool(r.get("activation_checkpointing")))
+                    if (x["size"], x["dtype"], x["ranks"], x["threads_per_rank"], bool(x.get("activation_checkpointing")), x.get("overrides", []))
+                    == (r["size"], r["dtype"], r["ranks"], r["threads_per_rank"], bool(r.get("activation_checkpointing")), r.get("overrides", []))
                 ]
                 cells.append(f"{same[0]['tokens_per_s']:.0f}" if same else "")
-            label = r["dtype"] + (", checkpointing" if r.get("activation_checkpointing") else "")
+            label = r["dtype"] + (", checkpointing" if r.get("activation_checkpointing") else "") + "".join(f", {o}" for o in r.get("overrides", []))
             lines.append(f"| {r['size']} | {label} | {r['ranks']} x {r['threads_per_rank']} | " + " | ".join(cells) + " |")
         lines += [
             "",
@@ -496,11 +519,12 @@ def report(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: what the profiles above and an operator-by-shape profile of the 8M model (8 rows, 2977 tokens) showed
+#: what the profiles above, an operator-by-shape profile of the 8M model (8 rows, 2977 tokens) and page-fault counts showed
 FINDINGS = [
     "## Findings",
     "",
-    "Fixed after the first runs of this bench (runs 1 and 2 in the noise table were before, the last run after):",
+    "Fixed after the first runs of this bench (runs 1 and 2 in the noise table were before items 1-3, runs 3 and 4",
+    "before items 4-6, run 5 and the last run after all):",
     "",
     "1. **Packed attention scattered full-size tensors once per distinct row length** (`x[positions]` gathers whose",
     "   backward zeroed and index-put a whole [L, H, D] tensor: `fill_`, `index`, `index_put_` were 24% of an 8M step).",
@@ -509,36 +533,50 @@ FINDINGS = [
     "   length order (one `index_select` per q/k/v, a view per length, one gather back), so its operators grow with",
     "   the distinct lengths, not the sequences: a quickstart training step (512 rows) went from 57,178 to 20,444",
     "   aten calls (torch.profiler, `trainer.threads=1`), with bitwise-equal golden numbers.",
-    "2. **AdamW ran its per-parameter loop on CPU**; it is now `foreach=True` (works with FSDP's DTensor parameters).",
+    "2. **AdamW ran its per-parameter loop on CPU**; it became `foreach=True`, and is now `fused=True` (one kernel",
+    "   per parameter instead of five foreach passes; both work with FSDP's DTensor parameters).",
     "3. **Padded micro-batches kept the batch's full width**; `Trainer._cut` now trims each to its longest row.",
+    "4. **Every step faulted its large tensors in afresh.** glibc serves each allocation above its mmap threshold with",
+    "   a fresh `mmap` and unmaps it on free, so the activations, casts and gradients of every step were new pages.",
+    "   A trainer rank on CPU now calls `trainer/allocator.reuse_freed_memory` (mallopt: no mmap, freed memory kept",
+    "   for reuse; `trainer.reuse_freed_memory=false` turns it off). In the memory table above, the same 30M bf16",
+    "   step without it (`glibc default`) takes about 97,000 minor page faults and runs at 0.75x the tokens/s, at",
+    "   the same peak RSS.",
+    "5. **One rank did FSDP work it had no use for**: it resharded after the forward, so the backward cast every",
+    '   weight to bf16 a second time, and its gradient "reduction" divided by a divide factor of 1.0 (a full pass and',
+    "   a temporary per layer). One rank now keeps its compute copy (`reshard_after_forward=False`) and sets no divide",
+    "   factor; 2 ranks and more are unchanged.",
+    "6. **Before and after items 4-5 and the fused AdamW, same machine, minutes apart** (runs 4 and 5 in the noise",
+    "   table, one run each): bf16 fraction of peak 0.436 -> 0.574 at 30M and 0.462 -> 0.576 at 100M (tokens/s 1.30x",
+    "   and 1.37x), fp32 0.625 -> 0.703 and 0.495 -> 0.578. The last run, with the same code as run 5 and a noisier",
+    "   machine (its own matmul peaks moved by up to 2x), has 0.502 and 0.512.",
     "",
     "Open:",
     "",
-    "4. **The log-softmax and entropy over the vocabulary are memory-bound fp32 passes.** `token_logprobs` takes the",
+    "7. **The log-softmax and entropy over the vocabulary are memory-bound fp32 passes.** `token_logprobs` takes the",
     "   [L, V] logits to fp32, then `log_softmax`, `exp`, `mul`, `sum`, and their backward: about ten passes over",
     "   L x V x 4 bytes per micro-batch (97 MB at 2977 tokens x 8192 vocab). At 8M-30M with V = 8192 this is comparable",
     "   to the LM head's matmul; at 152k vocab it is also the largest activation (docs/scaling.md). Fix: compute",
     "   logprobs and entropy in chunks of positions (or fused with the head), entropy only when `entropy_coef` != 0",
     "   or for the metric under no_grad.",
-    "5. **bf16 buys much less than its matmul peak.** AMX makes bf16 matmuls several times faster than fp32 here (the",
-    "   adjacent peaks above; the bf16 peak itself moved between about 550 and 1400 GFLOP/s from one measurement to the",
-    "   next), but the elementwise work is not faster in bf16 on CPU (RMSNorm in fp32, RoPE, SiLU, the casts of every",
-    "   gathered parameter and of activations at FSDP boundaries, fp32 logits), so the non-matmul share of the step",
-    "   grows and the fraction of the bf16 peak falls. Against a bf16 peak of ~570 GFLOP/s (measured after the run",
-    "   with 2048^3 and with the 30M model's own shapes, 1539x512x{512,2048,8192}: 540-700 GFLOP/s) the 30M bf16",
-    "   step reaches about 0.23-0.27 of peak (0.11 in the runs before the fixes above). On a GPU the same code would be",
-    "   matmul-dominated; on this CPU, reaching 0.5 of the bf16 peak needs item 4 and fewer elementwise passes",
-    "   (e.g. `torch.compile` of the decoder layer), and is not in reach of tuning knobs alone.",
-    "6. **With 2 ranks on one CPU, FSDP's collectives over gloo cost a large share of the step**: see the 2-rank",
+    "8. **Attention is the largest cost after the matmuls.** SDPA's CPU flash kernel (forward and backward) runs at",
+    "   about a tenth of the matmul peak on rows of 256-512 tokens (13 ms for one 435-token row of 8 heads, against",
+    "   3 ms of FLOPs at peak); explicit bf16 matmuls with a causal mask were only 15% faster in isolation.",
+    "   `torch.compile` of each decoder layer (inductor, dynamic shapes) took 17 s to compile and bought about 2% on",
+    "   top of items 4-6: not worth its compile time and its recompiles here.",
+    "9. **The fraction depends on the CPU.** On AVX-512 with bf16 and no AMX (the last run) the goal of 0.5 in bf16 at",
+    "   30M+ is met. On a CPU with AMX, bf16 matmuls are several times faster (run 3: bf16 peaks of 515-1433 GFLOP/s",
+    "   within one run), the elementwise work is not, and run 3 reached 0.23-0.25 before items 4-6; no AMX machine",
+    "   has run this bench since.",
+    "10. **With 2 ranks on one CPU, FSDP's collectives over gloo cost a large share of the step**: see the 2-rank",
     "   profile's all-gather and reduce-scatter spans (they include waiting for the other rank). Gradients are",
     "   reduce-scattered in fp32 (`reduce_dtype`), twice the bytes of bf16, and every layer is all-gathered twice",
-    "   (forward, and again in the backward after resharding). For small models or few ranks,",
-    "   `reshard_after_forward=False` (no second all-gather, more memory) is the usual trade. On one CPU machine",
-    "   more ranks only test the distributed path; they are not a way to go faster.",
-    "7. **Load on the shared machine decides the step time more than any knob.** Across the runs in the table above",
+    "   (forward, and again in the backward after resharding). On one CPU machine more ranks only test the",
+    "   distributed path; they are not a way to go faster.",
+    "11. **Load on the shared machine decides the step time more than any knob.** Across the runs in the table above",
     "   the same step differed by up to 11x (run 1 had a load average above 5 on 2 cores, run 2 between 1.4 and 4, the",
-    "   last run about 2). Under load,",
-    "   2 ranks x 1 thread beat 1 rank x 2 threads (runs 1 and 2), while on a quiet machine 1 x 2 was faster (run 3):",
+    "   later runs 0.5-2). Under load,",
+    "   2 ranks x 1 thread beat 1 rank x 2 threads (runs 1 and 2), while on a quiet machine 1 x 2 was faster:",
     "   two OpenMP threads that synchronise at every operator stall when one of them is descheduled.",
     "",
 ]

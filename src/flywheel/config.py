@@ -188,6 +188,10 @@ class TrainerConfig(Section):
     )
     threads: int = Field(2, ge=1, description="Torch CPU threads of each trainer rank.")
     cpu_affinity: list[int] | None = Field(None, description="CPU cores each trainer process may run on (None: any).")
+    reuse_freed_memory: bool = Field(
+        True,
+        description="On CPU, malloc keeps freed memory for the next step instead of mapping fresh pages (resident size stays at the step's peak).",
+    )
     lora: LoraConfig = LoraConfig()
 
 

@@ -73,11 +73,15 @@ def load_sharded(model_class, config: Config, mesh: DeviceMesh, adapters: LoraCo
     buffers = dict(model.named_buffers())  # non-persistent ones (rotary frequencies) are in no state dict
     policy = MixedPrecisionPolicy(param_dtype=getattr(torch, config.model.dtype), reduce_dtype=torch.float32)
     layers = [m for m in model.modules() if type(m).__name__ in (model._no_split_modules or ())]
+    sharded = mesh.size() > 1
     for module in [*layers, model]:
-        fully_shard(module, mesh=mesh, mp_policy=policy)
-        module.set_gradient_divide_factor(1.0)
-        module.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
-    if mesh.size() > 1:
+        # One rank has nothing to free after the forward: it keeps the compute copy for the backward
+        # rather than casting every weight again.
+        fully_shard(module, mesh=mesh, mp_policy=policy, reshard_after_forward=sharded)
+        if sharded:  # (one rank's "reduction" is a copy; a divide factor, even 1.0, adds a division)
+            module.set_gradient_divide_factor(1.0)
+            module.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
+    if sharded:
         if not source:
             model.to_empty(device=mesh.device_type)
         set_model_state_dict(model, full, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))

@@ -41,6 +41,7 @@ from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.aggregation import LossTotals, token_mean
 from flywheel.algorithms.kl import kl_penalty
 from flywheel.config import Config
+from flywheel.trainer.allocator import reuse_freed_memory
 from flywheel.trainer.distributed import all_gather, combine_metrics, full_state_dict, join, load_sharded
 from flywheel.trainer.logprobs import token_logprobs, token_values
 from flywheel.trainer.lora import lora_scaling, merge_lora
@@ -65,10 +66,12 @@ class Trainer:
         self.algorithm = make_algorithm(config.algorithm)
         mesh = join(rank, ranks, init_method, device)
         self.device = mesh.device_type
+        if self.device == "cpu" and tc.reuse_freed_memory:
+            reuse_freed_memory()  # each step's large tensors reuse the last step's pages
         self.model = load_sharded(AutoModelForCausalLM, config, mesh, adapters=tc.lora if tc.lora.rank else None)
         self.model.train()
         trained = [p for p in self.model.parameters() if p.requires_grad]  # the adapters alone with LoRA
-        self.optimizer = torch.optim.AdamW(trained, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay, foreach=True)
+        self.optimizer = torch.optim.AdamW(trained, lr=tc.lr, betas=tc.betas, weight_decay=tc.weight_decay, fused=True)
         # A reference model exists only when a KL term uses it: no memory is spent on it otherwise.
         self.reference = None
         if self.algorithm.needs_reference:
@@ -76,7 +79,7 @@ class Trainer:
         self.critic = None
         if self.algorithm.needs_critic:
             self.critic = load_sharded(AutoModelForTokenClassification, config, mesh, num_labels=1)
-            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.algorithm.critic_lr, betas=tc.betas, foreach=True)
+            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.algorithm.critic_lr, betas=tc.betas, fused=True)
         self.version = 0
         self._nonfinite: set[str] = set()  # losses of the accumulated micro-batches that were not finite
         self._spans: list[tuple[str, float, float]] = []  # (stage, start, end) of the step under way
