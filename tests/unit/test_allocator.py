@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 #: allocates and frees an 80 MiB tensor, then prints the minor page faults of filling a 64 MiB one (not
-#: the same size: torch asks for 64-byte aligned blocks, which glibc 2.36 carves from a block a little
-#: larger than the size asked for, so a freed block of exactly that size is never reused)
+#: the same size: torch asks for 64-byte aligned blocks, and glibc does not always fit one into a freed
+#: block of exactly its size; in a loop of equal sizes the heap settles after two extra blocks)
 FAULTS_OF_A_SECOND_TENSOR = """
 import resource, sys, torch
 from flywheel.trainer.allocator import reuse_freed_memory
