@@ -52,6 +52,7 @@ from flywheel.weights.file import FileTransport
 HERE = Path(__file__).resolve().parent
 VOCAB = 8192
 PEAK_SIZE = 2048  # --matmul-size
+GLIBC_MALLOC = "trainer.reuse_freed_memory=false"  # the override of the memory table's `glibc default` row
 #: name: (hidden, layers, heads, kv heads, intermediate); head_dim 64 throughout
 SIZES = {
     "8M": (256, 4, 4, 2, 1024),
@@ -328,7 +329,7 @@ def main() -> None:
                 r["size"] = size
                 results["memory"].append(r)
                 print(size, "bfloat16 1 rank 1 thread", r, flush=True)
-                r = run_config(directory, info, "bfloat16", 1, True, batch, 3, extra=("trainer.reuse_freed_memory=false",))
+                r = run_config(directory, info, "bfloat16", 1, True, batch, 3, extra=(GLIBC_MALLOC,))
                 r["size"] = size
                 results["memory"].append(r)
                 print(size, "bfloat16 glibc's default allocator", r, flush=True)
@@ -425,7 +426,7 @@ def report(results: dict) -> str:
         for rank, m in enumerate(r["peak_rss_mib_per_rank"]):
             lines.append(
                 f"| {r['ranks']} x {r['threads_per_rank']} | {r['dtype']} | {'on' if r.get('activation_checkpointing') else 'off'} "
-                f"| {'glibc default' if 'trainer.reuse_freed_memory=false' in r.get('overrides', []) else 'reuse freed'} | {rank} | {m['before']} "
+                f"| {'glibc default' if GLIBC_MALLOC in r.get('overrides', []) else 'reuse freed'} | {rank} | {m['before']} "
                 f"| {m['loaded']} | {m['peak']} | {m['peak'] - m['before']} | {r['minor_faults_last_step_per_rank'][rank]:,} "
                 f"| {', '.join(f'{t:.1f}' for t in r['step_s'])} | {r['tokens_per_s']:.0f} "
                 f"| {r['fraction_of_peak']:.3f} |"
