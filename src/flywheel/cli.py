@@ -5,7 +5,9 @@
 Exit codes: 0 the run finished; 2 a config error or a machine that cannot give what the config asks
 (one sentence, nothing started); 3 an alert stopped the run (its config asked for that); 4 a trainer
 rank died (with run.supervise: past run.max_restarts, or before the first checkpoint); the message
-names the checkpoint to resume from; 1 every engine replica died and none may restart. Started by ``mpirun -np N``, every process runs this command:
+names the checkpoint to resume from; 5 SIGTERM or SIGINT stopped the run: stopped, resumable, with one line naming
+the checkpoint of the last step done (a second signal stops at once, without a new checkpoint; flywheel/preemption.py);
+1 every engine replica died and none may restart. Started by ``mpirun -np N``, every process runs this command:
 rank 0 the run, the others its trainer ranks (``cluster/mpi.py``); a nonzero code aborts the job.
 """
 
@@ -16,7 +18,7 @@ import sys
 
 from flywheel.config import Config, ConfigError, load_config
 
-EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST = 1, 2, 3, 4
+EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST, EXIT_PREEMPTED = 1, 2, 3, 4, 5
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +129,7 @@ def run(config: Config) -> int:
     """Runs the training ``config`` asks for; its exit code, a stop or error told in one sentence."""
     from flywheel.cluster.workers import ClusterUnavailable
     from flywheel.controller import RunStopped, TrainerLost, train
+    from flywheel.preemption import Preempted
     from flywheel.rewards.pipeline import HackingStop
     from flywheel.rollout.router import NoEngineLeft
     from flywheel.sandbox import SandboxUnavailable
@@ -146,6 +149,12 @@ def run(config: Config) -> int:
     except NoEngineLeft as exc:  # every engine replica died and none may restart
         print(f"flywheel: failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except Preempted as exc:
+        print(f"flywheel: stopped: {exc}", file=sys.stderr)
+        return EXIT_PREEMPTED
+    except KeyboardInterrupt:  # a second signal while starting or closing
+        print("flywheel: stopped at once by a second signal; no checkpoint was written", file=sys.stderr)
+        return EXIT_PREEMPTED
     return 0
 
 
