@@ -28,6 +28,13 @@ background eval, the run directory's writers), ``train_step`` is one step, ``clo
 parts. The producer (the stream's admission task) and the training side (``train_steps``) run as
 named tasks; a failure of either ends the other and is raised.
 
+Preemption (preemption.py): SIGTERM or SIGINT stops the training side before its next step; a step
+waiting for its batch is abandoned at once (the trainer still holds the last step done), one
+training gets half of run.stop_timeout_s to finish. The last step done is checkpointed (with the
+controller state recorded when it ended, so the prompts of an abandoned batch are pending again),
+the run closes as below and raises Preempted naming the checkpoint. A second signal abandons
+whatever is under way, the checkpoint included, and closes.
+
 Shutdown order: the weights load in flight, rollout tasks, replacement engines (restarted ones),
 background evaluation, the run directory's writers (one owner, ``RunWriters``: progress bar, metrics
 file and trackers, alert log, timeline, rollout dump), reward actors, trainer (removes its
@@ -97,47 +104,6 @@ class TrainerLost(RuntimeError):
         super().__init__(f"trainer rank {died.rank} died at step {step} (during {died.method}); {then}")
 
 
-def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], generated_tokens: int, version: int) -> dict[str, float]:
-    """The rollout-side metrics of one step (rewards over valid episodes). seconds: wait_for_batch
-    (trainer starved), train, sync (publishing, after the previous version's load), wait_for_weights
-    (engines paused by the previous load), step."""
-    tokens = sum(len(e.completion.token_ids) for e in episodes)
-    valid = [e.reward for e in episodes if e.valid]
-    return {
-        "step": step,
-        "reward/mean": sum(valid) / max(len(valid), 1),
-        "rollout/response_length_mean": tokens / len(episodes),
-        "rollout/truncated_frac": sum(e.completion.truncated for e in episodes) / len(episodes),
-        **{f"timing/{name}": value for name, value in seconds.items()},
-        "rollout/tokens_per_s": generated_tokens / seconds["step_s"],
-        "train/tokens_per_s": tokens / seconds["train_s"],
-        "weights/version": version,
-    }
-
-
-def stream_state(stream: RolloutStream, step: int) -> dict:
-    """The controller's state after ``step``: valid between a step's training and the next step taking its batch."""
-    return {
-        "step": step,
-        "next_position": stream.next_position,
-        "pending": stream.pending(),
-        "accepted": stream.accepted - len(stream.queued),  # finished groups still queued will be re-admitted
-    }
-
-
-async def save_checkpoint(trainer: TrainerGroup, directory: Path, state: dict) -> None:
-    """Trainer state first, controller state last: a checkpoint without controller.json is incomplete."""
-    await trainer.save_checkpoint(str(directory))
-    (directory / "controller.json").write_text(json.dumps(state))
-
-
-async def load_everywhere(router: EngineRouter, stream: RolloutStream, update: WeightUpdate) -> float:
-    """Every engine loads ``update`` in flight, then the staleness gate widens; returns the pause."""
-    paused = await router.load_weights(update)
-    stream.serve(update.version)
-    return paused
-
-
 def train(config: Config, workers: Workers | None = None) -> Path:
     """Runs config.run.steps steps; returns the run directory. Starts (and stops) workers if none given.
 
@@ -165,24 +131,30 @@ def train(config: Config, workers: Workers | None = None) -> Path:
         signals.restore()
 
 
-def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[Alert]:
-    """The invalid-episode alert of a step (one sentence), if its share passes rollout.invalid_alert_rate."""
-    rate, limit = row["rollout/invalid_frac"], config.rollout.invalid_alert_rate
-    if rate <= limit:
-        return []
-    text = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
-    return [Alert(step, "invalid_episodes", text)]
-
-
-def stop_reason(stops: list[Alert], config: Config) -> str:
-    """The sentence a run stopped by alerts ends with: the alerts, then the setting that asked to stop."""
-    kinds = sorted({a.kind for a in stops})
-    setting = (
-        "rollout.stop_on_invalid is true"
-        if kinds == ["invalid_episodes"] and "invalid_episodes" not in config.alerts.stop_on
-        else f"alerts.stop_on has {', '.join(kinds)}"
-    )
-    return " ".join(a.message for a in stops) + f" Stopping the run ({setting})."
+async def _train(config: Config, workers: Workers, notes: list[str], signals: StopSignals) -> Path:
+    run = setup(config, workers, signals)
+    main = asyncio.current_task()
+    signals.attach(asyncio.get_running_loop(), partial(stop_soon, run), partial(stop_now, run, main))
+    try:
+        await begin(run, notes)
+        producer = run.stream.start()
+        run.steps = asyncio.create_task(train_steps(run), name="train-steps")
+        await until_first_failure(producer, run.steps)
+    except asyncio.CancelledError:
+        if not signals.asked:
+            raise
+        main.uncancel()  # a second signal: close now
+        if run.steps:
+            run.steps.cancel()
+            await asyncio.gather(run.steps, return_exceptions=True)
+    except TrainerDied as died:
+        raise TrainerLost(died, run.step, run.run_dir) from died
+    finally:
+        signals.detach()
+        await close(run)
+    if signals.asked:
+        raise Preempted(signals.asked, run.completed, run.run_dir, newest_checkpoint(run.run_dir), at_once=run.abandoned == "at once")
+    return run.run_dir
 
 
 @dataclass
@@ -315,6 +287,16 @@ async def begin(run: Run, notes: list[str]) -> None:
             w.trackers.log(row, 0)
 
 
+async def until_first_failure(producer: asyncio.Task, trainer: asyncio.Task) -> None:
+    """Awaits the training side; a failure of the producer first cancels it and is raised."""
+    await asyncio.wait([producer, trainer], return_when=asyncio.FIRST_COMPLETED)
+    if not trainer.done():
+        trainer.cancel()
+        await asyncio.gather(trainer, return_exceptions=True)
+        producer.result()  # raises the producer's failure
+    trainer.result()
+
+
 async def train_steps(run: Run) -> None:
     """The training side: steps first_step..run.steps, then the final model. A stop asked by a signal
     ends it at a step boundary, or by abandoning the step in flight (``stop_soon``), with a
@@ -397,6 +379,26 @@ def watch(run: Run, step: int, row: dict[str, float]) -> list[Alert]:
     return list(dict.fromkeys(run.writers.alerts.step(step, row, invalid + hacking) + stop_invalid))
 
 
+def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[Alert]:
+    """The invalid-episode alert of a step (one sentence), if its share passes rollout.invalid_alert_rate."""
+    rate, limit = row["rollout/invalid_frac"], config.rollout.invalid_alert_rate
+    if rate <= limit:
+        return []
+    text = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
+    return [Alert(step, "invalid_episodes", text)]
+
+
+def stop_reason(stops: list[Alert], config: Config) -> str:
+    """The sentence a run stopped by alerts ends with: the alerts, then the setting that asked to stop."""
+    kinds = sorted({a.kind for a in stops})
+    setting = (
+        "rollout.stop_on_invalid is true"
+        if kinds == ["invalid_episodes"] and "invalid_episodes" not in config.alerts.stop_on
+        else f"alerts.stop_on has {', '.join(kinds)}"
+    )
+    return " ".join(a.message for a in stops) + f" Stopping the run ({setting})."
+
+
 async def evaluate(run: Run, step: int, row: dict[str, float]) -> None:
     """When due, evaluates this step's weights: in the background (while the next steps train), or
     here once the engines have loaded them (the metrics join ``row``)."""
@@ -409,6 +411,47 @@ async def evaluate(run: Run, step: int, row: dict[str, float]) -> None:
         await run.loading
         row |= await eval_metrics(run.router, run.tokenizer, run.tasks, run.config, run.more_evals)
     run.writers.progress.evaluated(row)
+
+
+def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], generated_tokens: int, version: int) -> dict[str, float]:
+    """The rollout-side metrics of one step (rewards over valid episodes). seconds: wait_for_batch
+    (trainer starved), train, sync (publishing, after the previous version's load), wait_for_weights
+    (engines paused by the previous load), step."""
+    tokens = sum(len(e.completion.token_ids) for e in episodes)
+    valid = [e.reward for e in episodes if e.valid]
+    return {
+        "step": step,
+        "reward/mean": sum(valid) / max(len(valid), 1),
+        "rollout/response_length_mean": tokens / len(episodes),
+        "rollout/truncated_frac": sum(e.completion.truncated for e in episodes) / len(episodes),
+        **{f"timing/{name}": value for name, value in seconds.items()},
+        "rollout/tokens_per_s": generated_tokens / seconds["step_s"],
+        "train/tokens_per_s": tokens / seconds["train_s"],
+        "weights/version": version,
+    }
+
+
+async def load_everywhere(router: EngineRouter, stream: RolloutStream, update: WeightUpdate) -> float:
+    """Every engine loads ``update`` in flight, then the staleness gate widens; returns the pause."""
+    paused = await router.load_weights(update)
+    stream.serve(update.version)
+    return paused
+
+
+def stream_state(stream: RolloutStream, step: int) -> dict:
+    """The controller's state after ``step``: valid between a step's training and the next step taking its batch."""
+    return {
+        "step": step,
+        "next_position": stream.next_position,
+        "pending": stream.pending(),
+        "accepted": stream.accepted - len(stream.queued),  # finished groups still queued will be re-admitted
+    }
+
+
+async def save_checkpoint(trainer: TrainerGroup, directory: Path, state: dict) -> None:
+    """Trainer state first, controller state last: a checkpoint without controller.json is incomplete."""
+    await trainer.save_checkpoint(str(directory))
+    (directory / "controller.json").write_text(json.dumps(state))
 
 
 def stop_soon(run: Run) -> None:
@@ -447,16 +490,6 @@ async def checkpoint_on_stop(run: Run) -> None:
         await save_checkpoint(run.trainer, directory, run.resume_state)
 
 
-async def until_first_failure(producer: asyncio.Task, trainer: asyncio.Task) -> None:
-    """Awaits the training side; a failure of the producer first cancels it and is raised."""
-    await asyncio.wait([producer, trainer], return_when=asyncio.FIRST_COMPLETED)
-    if not trainer.done():
-        trainer.cancel()
-        await asyncio.gather(trainer, return_exceptions=True)
-        producer.result()  # raises the producer's failure
-    trainer.result()
-
-
 async def close(run: Run) -> None:
     """The shutdown order of the module docstring, up to the reward actors (the trainer, engines and
     Ray belong to ``train``)."""
@@ -474,29 +507,3 @@ async def close(run: Run) -> None:
         run.writers.dump(Group(position, []), "pending", run.version)
     run.writers.close()
     await run.reward_actors.stop()
-
-
-async def _train(config: Config, workers: Workers, notes: list[str], signals: StopSignals) -> Path:
-    run = setup(config, workers, signals)
-    main = asyncio.current_task()
-    signals.attach(asyncio.get_running_loop(), partial(stop_soon, run), partial(stop_now, run, main))
-    try:
-        await begin(run, notes)
-        producer = run.stream.start()
-        run.steps = asyncio.create_task(train_steps(run), name="train-steps")
-        await until_first_failure(producer, run.steps)
-    except asyncio.CancelledError:
-        if not signals.asked:
-            raise
-        main.uncancel()  # a second signal: close now
-        if run.steps:
-            run.steps.cancel()
-            await asyncio.gather(run.steps, return_exceptions=True)
-    except TrainerDied as died:
-        raise TrainerLost(died, run.step, run.run_dir) from died
-    finally:
-        signals.detach()
-        await close(run)
-    if signals.asked:
-        raise Preempted(signals.asked, run.completed, run.run_dir, newest_checkpoint(run.run_dir), at_once=run.abandoned == "at once")
-    return run.run_dir
