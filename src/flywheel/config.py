@@ -66,7 +66,8 @@ class TaskConfig(Section):
     grader: str = Field(
         "exact",
         min_length=1,
-        description="What scores an answer: exact, numeric, math, code, judge, or 'module:function' (fn(answer, reference, row) -> float).",
+        description="What scores an answer: exact, numeric, math, code, judge, or 'module:function' (fn(answer, reference, row) -> float); "
+        "a grader that raises or outlives the episode's time limit (env_args.time_limit_s, 60 s) makes that episode invalid.",
     )
     grader_args: dict[str, Any] = Field(
         {},
@@ -135,6 +136,18 @@ class RolloutConfig(Section):
     )
     invalid_alert_rate: float = Field(0.2, ge=0, le=1, description="Alert when a step's share of invalid episodes exceeds this.")
     stop_on_invalid: bool = Field(False, description="Stop the run at the first invalid-episode alert.")
+    stall_steps: int = Field(
+        5,
+        ge=1,
+        description="The run stops (exit code 5) once this many steps' worth of groups in a row (stall_steps * prompts_per_step * the "
+        "algorithm's sampling rounds) were admitted and none trained: all invalid, too stale or uninformative.",
+    )
+    stall_timeout_s: float = Field(
+        900.0,
+        gt=0,
+        description="The run stops (exit code 5) when no group finishes for this long (an engine that never answers); time with no live "
+        "engine replica is not counted.",
+    )
     max_engine_restarts: int = Field(
         3,
         ge=0,
@@ -340,6 +353,12 @@ class RewardConfig(Section):
     alert_rise: float = Field(0.05, ge=0, description="Alert when a rate exceeds its running baseline (EMA) by more than this.")
     alert_decay: float = Field(0.9, ge=0, lt=1, description="Decay of the running baseline of each rate.")
     stop_on_hacking: bool = Field(False, description="Stop the run at the first hacking alert.")
+    function_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Time limit of one call of a reward function (one call per group): past it, or when it raises, the group's episodes "
+        "are invalid (reward/timeouts, reward/errors) and the run goes on.",
+    )
     judge: JudgeConfig = JudgeConfig()
     reward_model: RewardModelConfig = RewardModelConfig()
 
