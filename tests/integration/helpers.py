@@ -13,6 +13,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from flywheel.engines.vllm import VLLMEngine
+from flywheel.metrics import unregistered
 from flywheel.rewards.exact import exact_match_reward
 from flywheel.types import Episode, Task
 
@@ -34,19 +35,8 @@ def exact_groups(prompt: list[int], task: Task, completions) -> list[Episode]:
 
 
 def undocumented_metrics(rows: list[dict]) -> set[str]:
-    """Metric names in ``rows`` that the README's metrics table does not list (``<name>`` matches a word)."""
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme[readme.index("### Metrics") : readme.index("## Configuration")]
-    documented = {name for line in table.splitlines() if line.startswith("| `") for name in re.findall(r"`([^`]+)`", line.split(" | ")[0])}
-    patterns = [
-        re.compile("^" + re.sub(r"<[^>]+>", r"[A-Za-z0-9_./-]+", re.escape(name).replace(r"\<", "<").replace(r"\>", ">")) + "$")
-        for name in documented
-    ]
-    names = {key for row in rows for key in row} - {"step"}
-    return {name for name in names if not any(p.match(name) for p in patterns)}
+    """Metric names in ``rows`` (``step`` aside) that the registry, flywheel.metrics, does not hold."""
+    return unregistered({key for row in rows for key in row} - {"step"})
 
 
 def crashing_engine() -> type[VLLMEngine]:
