@@ -61,6 +61,13 @@ METRICS: tuple[Metric, ...] = (
         "reward.functions by its function name (over the samples it did not answer None for)",
     ),
     Metric("reward/nonfinite", "episodes", "episodes whose reward was NaN or infinite (left out of the advantages)"),
+    Metric(
+        "reward/errors",
+        "episodes",
+        "episodes whose scoring raised (left out of the advantages): a reward function of reward.functions (its whole group), a guard, "
+        "the judge's verdict parser",
+    ),
+    Metric("reward/timeouts", "episodes", "episodes whose reward function outlived reward.function_timeout_s (its whole group)"),
     Metric("loss/policy", "loss", "the policy loss (mean over the step's optimiser steps)"),
     Metric("loss/clip_frac", "share", "share of tokens (GSPO: sequences; CISPO: weights) clipped"),
     Metric("loss/dual_clip_frac", "share", "share of tokens clipped by the dual clip"),

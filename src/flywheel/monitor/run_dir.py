@@ -65,7 +65,7 @@ def checkpoint_problem(checkpoint: Path) -> str | None:
     try:
         storage = FileSystemReader(checkpoint / "trainer").read_metadata().storage_data
     except Exception as error:  # noqa: BLE001
-        return f"trainer/.metadata cannot be read: {type(error).__name__}: {error}"
+        return f"the index of its sharded state cannot be read: {type(error).__name__}: {error}"
     ends: dict[str, int] = {}
     for info in storage.values():
         ends[info.relative_path] = max(ends.get(info.relative_path, 0), info.offset + info.length)
@@ -73,7 +73,7 @@ def checkpoint_problem(checkpoint: Path) -> str | None:
         shard = checkpoint / "trainer" / name
         size = shard.stat().st_size if shard.is_file() else None
         if size is None or size < end:
-            return f"trainer/{name} holds {size or 0} bytes of the {end} its index names"
+            return f"shard {name} of its sharded state holds {size or 0} bytes of the {end} its index names"
     return None
 
 
