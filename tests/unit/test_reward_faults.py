@@ -50,7 +50,13 @@ def test_a_function_that_raises_or_times_out_is_a_reward_fault_with_its_cause():
 
 @pytest.mark.parametrize(
     "returned, shown",
-    [(["1.0", "0.0"], "['1.0', '0.0']"), ([1.0], "[1.0]"), (1.0, "1.0"), ({"a": 1.0, "b": 0.0}, "{'a': 1.0, 'b': 0.0}"), ([[1.0], [0.0]], "[[1.0], [0.0]]")],
+    [
+        (["1.0", "0.0"], "['1.0', '0.0']"),
+        ([1.0], "[1.0]"),
+        (1.0, "1.0"),
+        ({"a": 1.0, "b": 0.0}, "{'a': 1.0, 'b': 0.0}"),
+        ([[1.0], [0.0]], "[[1.0], [0.0]]"),
+    ],
 )
 def test_a_return_of_the_wrong_shape_or_type_is_a_bug_named_in_one_sentence(returned, shown):
     with pytest.raises(UserFunctionBug) as info:
@@ -119,7 +125,9 @@ def test_scored_episodes_carry_the_fault_and_its_first_traceback_is_written_once
 
 
 def test_a_user_grader_that_returns_text_is_a_bug_and_one_that_raises_raises():
-    with pytest.raises(UserFunctionBug, match=rf"^task.grader '{FAULTY}:grader_returns_text' must return a number \(the reward\); it returned 'correct'$"):
+    with pytest.raises(
+        UserFunctionBug, match=rf"^task.grader '{FAULTY}:grader_returns_text' must return a number \(the reward\); it returned 'correct'$"
+    ):
         make_grader(f"{FAULTY}:grader_returns_text", {})("4", "4", {})
     with pytest.raises(RuntimeError, match="the grader is broken"):  # in the environment's step: an env_error episode
         make_grader(f"{FAULTY}:grader_raises", {})("4", "4", {})
@@ -144,7 +152,9 @@ class Finished:
 
 
 def test_a_run_that_trains_nothing_for_its_bound_of_groups_stops_with_the_share_and_the_first_error():
-    stream = Finished([group(0, [1.0, 0.0]), group(1, [0.0, 0.0], "env_error"), group(2, [0.0, 0.0], "env_error"), group(3, [math.nan, 0.0])], limit=3)
+    stream = Finished(
+        [group(0, [1.0, 0.0]), group(1, [0.0, 0.0], "env_error"), group(2, [0.0, 0.0], "env_error"), group(3, [math.nan, 0.0])], limit=3
+    )
     plan = BatchPlan(2, 1, trainer_version=0, max_staleness=0, min_valid=2, keep_group=lambda rewards: True)
     with pytest.raises(NoProgress) as info:
         asyncio.run(take_batch(stream, plan, lambda *args: None))

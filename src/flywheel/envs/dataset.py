@@ -12,7 +12,8 @@ them once per epoch), and either ``eval_dataset`` (at most ``eval_size`` of its 
 sample kept in file order) or ``eval_size`` rows of the train file held out by ``seed``.
 
 Nothing is read when the environment is made (one per episode); ``splits`` reads the files.
-``dataset_problem`` checks a config against the files' column names only.
+``dataset_problem`` checks a config at load: the files' column names, then every row (a malformed line,
+an encoding that is not UTF-8, a missing column or reference: one sentence naming the file and line or row).
 """
 
 from __future__ import annotations
@@ -74,11 +75,7 @@ class DatasetEnv:
         return [t for i, t in enumerate(train) if i not in held], [train[i] for i in sorted(held)]
 
     def _tasks(self, path: str, key: str) -> list[Task]:
-        rows = read_rows(path, key)
-        return [
-            row_task(row, n, path, key, self.prompt_column, self.answer_column, self.reference_extraction, self.answer_tag)
-            for n, row in enumerate(rows, 1)
-        ]
+        return dataset_tasks(path, key, self.prompt_column, self.answer_column, self.reference_extraction, self.answer_tag)
 
     def reset(self, task: Task) -> str | list[Message]:
         self.answer, self.columns = task.answer, task.metadata["columns"]
@@ -101,6 +98,11 @@ def _grader(name: str, args: tuple) -> Grader:
     if (name, args) not in _GRADERS:
         _GRADERS[name, args] = make_grader(name, dict(args))
     return _GRADERS[name, args]
+
+
+def dataset_tasks(path: str, key: str, prompt_column: str, answer_column: str | None, reference_extraction: Extraction, tag: str) -> list[Task]:
+    """The task of every row of a dataset file, in file order; DatasetFileError names a bad file, line or row."""
+    return [row_task(row, n, path, key, prompt_column, answer_column, reference_extraction, tag) for n, row in enumerate(read_rows(path, key), 1)]
 
 
 def sample_indices(count: int, size: int, seed: int) -> list[int]:
@@ -146,10 +148,12 @@ def dataset_problem(
     answer_column: str | None = "answer",
     grader: str = "exact",
     grader_args: dict[str, Any] | None = None,
+    reference_extraction: Extraction = "whole",
+    answer_tag: str = "answer",
     **_: Any,
 ) -> str | None:
     """One sentence on what keeps the dataset keys of a config from working, or None; reads the files'
-    column names only (and imports a user grader's module)."""
+    column names, then every row (and imports a user grader's module)."""
     problem = grader_problem(grader, grader_args or {})
     if problem:
         return problem
@@ -168,4 +172,8 @@ def dataset_problem(
         for setting, column in wanted:
             if column not in columns:
                 return f"{setting} '{column}' is not a column of {key} '{path}' (its columns: {', '.join(columns)}); set {setting} to one of them"
+        try:
+            dataset_tasks(path, key, prompt_column, answer_column, reference_extraction, answer_tag)
+        except DatasetFileError as error:
+            return str(error)
     return None

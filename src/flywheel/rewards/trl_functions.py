@@ -44,7 +44,9 @@ def trl_arguments(completions: Sequence[str], tasks: Sequence[dict]) -> dict[str
     }
 
 
-async def call_trl_function(fn: Callable, name: str, completions: Sequence[str], tasks: Sequence[dict], timeout_s: float | None = None) -> list[float | None]:
+async def call_trl_function(
+    fn: Callable, name: str, completions: Sequence[str], tasks: Sequence[dict], timeout_s: float | None = None
+) -> list[float | None]:
     """``fn``'s scores of the batch, each a float or None; ``RewardFault`` when it raises or outlives
     ``timeout_s``, ``UserFunctionBug`` when it returns anything but one float or None per completion."""
     kwargs = trl_arguments(completions, tasks)
