@@ -81,6 +81,11 @@ class TaskConfig(Section):
     reference_extraction: Literal["boxed", "tag", "last_number", "gsm8k", "whole"] = Field(
         "whole", description="Where the reference is in the answer column's text (gsm8k: GSM8K's worked solution ending in '#### N')."
     )
+    long_prompts: Literal["skip", "refuse"] = Field(
+        "skip",
+        description="A row of task.dataset whose prompt leaves less than rollout.max_new_tokens of the model's context: skipped and counted "
+        "(rollout/long_prompts_skipped and a line at the start), or refused at load (one sentence naming the row).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -93,7 +98,7 @@ class TaskConfig(Section):
     def _dataset_keys_fit(self) -> TaskConfig:
         fields = type(self).model_fields
         if self.dataset is None:
-            unused = [key for key in DATASET_KEYS if getattr(self, key) != fields[key].default]
+            unused = [key for key in (*DATASET_KEYS, "long_prompts") if getattr(self, key) != fields[key].default]
             if unused:
                 raise ValueError(f"task.{unused[0]} does nothing without task.dataset; set task.dataset to the file of prompts and answers")
             if self.name == "dataset":
@@ -553,6 +558,11 @@ def config_from_dict(tree: dict[str, Any], overrides: list[str] = (), path: str 
     problems = (_task_problem(config.task), *evals, _functions_problem(config.reward.functions), _guards_problem(config.reward.guards))
     for problem in (*problems, model_problem(config.model.path)):
         if problem:
+            raise ConfigError(problem)
+    if config.task.dataset is not None and config.task.long_prompts == "refuse":
+        from flywheel.envs.dataset import long_prompt_problem
+
+        if problem := long_prompt_problem(config.model.path, config.rollout.max_new_tokens, **config.task.env_kwargs()):
             raise ConfigError(problem)
     return config
 

@@ -105,6 +105,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("rollout/dropped_stale", "groups", "groups dropped as too stale (and replaced)"),
     Metric("rollout/dropped_uninformative", "groups", "groups dropped because all their rewards were equal (dynamic sampling, and replaced)"),
     Metric("rollout/dropped_invalid_groups", "groups", "groups dropped for too few valid episodes (and replaced)"),
+    Metric(
+        "rollout/long_prompts_skipped",
+        "tasks",
+        "train rows of task.dataset left out at the start: their prompts leave less than rollout.max_new_tokens of the model's context",
+    ),
     Metric("rollout/invalid_frac", "share", "share of the step's episodes that were invalid"),
     Metric("env/errors", "episodes", "episodes whose environment raised"),
     Metric("env/timeouts", "episodes", "episodes that outlived the time limit"),

@@ -87,3 +87,36 @@ def test_a_resume_whose_only_checkpoint_is_corrupt_is_one_sentence(tmp_path):
         "(trainer_state.pt cannot be loaded: "
     ), message
     assert message.endswith("); resume from an earlier run or start again")
+
+
+def long_rows(path: Path) -> Path:
+    """Five rows of which rows 2 and 4 hold prompts of 82 tokens: more than tiny-adder's 64-token context leaves
+    room for beside 8 new tokens."""
+    rows = [{"prompt": f"{a}+{a}=", "answer": str(2 * a)} for a in range(100, 105)]
+    rows[1]["prompt"] = rows[3]["prompt"] = "1+" * 40 + "1="
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_prompts_longer_than_the_context_are_refused_at_load_when_asked(tmp_path):
+    data = long_rows(tmp_path / "rows.jsonl")
+    assert one_sentence(cli(tmp_path, *DATASET, f"task.dataset={data}", "task.long_prompts=refuse")) == (
+        f"flywheel: error: task.dataset '{data}' row 2 (and 1 more) has a prompt longer than the model's context leaves room for (56 tokens: "
+        "max_position_embeddings minus rollout.max_new_tokens); shorten those rows, or set task.long_prompts=skip to leave them out"
+    )
+
+
+def test_prompts_longer_than_the_context_are_skipped_and_counted_by_default(tmp_path, capsys):
+    from flywheel.config import load_config
+    from flywheel.rollout.stream import load_tasks
+
+    data, held_out = long_rows(tmp_path / "rows.jsonl"), long_rows(tmp_path / "held_out.jsonl")
+    tasks = load_tasks(
+        load_config(REPO / "configs/quickstart.yaml", [*DATASET, f"task.dataset={data}", f"task.eval_dataset={held_out}", "task.eval_size=5"])
+    )
+    assert [t.prompt for t in tasks.train] == ["100+100=", "102+102=", "104+104="] and tasks.long_prompts == 2
+    assert [t.prompt for t in tasks.eval] == ["100+100=", "102+102=", "104+104="]
+    assert capsys.readouterr().err == (
+        "flywheel: skipped 2 train and 2 eval rows of task.dataset whose prompts are longer than the model's context leaves room for "
+        "(56 tokens: max_position_embeddings minus rollout.max_new_tokens)\n"
+    )

@@ -14,15 +14,21 @@ sample kept in file order) or ``eval_size`` rows of the train file held out by `
 Nothing is read when the environment is made (one per episode); ``splits`` reads the files.
 ``dataset_problem`` checks a config at load: the files' column names, then every row (a malformed line,
 an encoding that is not UTF-8, a missing column or reference: one sentence naming the file and line or row).
+A row whose rendered prompt leaves less than ``rollout.max_new_tokens`` of the model's context
+(``max_position_embeddings``) is skipped and counted (``long_prompts``), or refused at load when
+``task.long_prompts`` is 'refuse' (``long_prompt_problem``).
 """
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 from flywheel.envs.base import StepResult, Task, final
 from flywheel.envs.dataset_files import DatasetFileError, column_names, read_rows
+from flywheel.envs.episode import Renderer
 from flywheel.envs.registry import register_env
 from flywheel.rewards.extraction import Extraction, extract_answer
 from flywheel.rewards.graders import Grader, grader_problem, make_grader, needed_columns
@@ -177,3 +183,43 @@ def dataset_problem(
         except DatasetFileError as error:
             return str(error)
     return None
+
+
+def prompt_room(model_path: str, max_new_tokens: int) -> int | None:
+    """The most prompt tokens the model's context holds with ``max_new_tokens`` after them (None: its
+    config.json names no max_position_embeddings)."""
+    context = json.loads((Path(model_path) / "config.json").read_text()).get("max_position_embeddings")
+    return None if context is None else context - max_new_tokens
+
+
+def long_prompts(tasks: list[Task], tokenizer: Any, system_prompt: str | None, room: int) -> list[int]:
+    """Indices of the tasks whose prompt, rendered as an episode renders it, is longer than ``room`` tokens."""
+    renderer = Renderer(tokenizer, system_prompt)
+    return [i for i, t in enumerate(tasks) if len(renderer.prompt(t.metadata.get("messages", t.prompt))[0]) > room]
+
+
+def long_prompt_problem(
+    model_path: str,
+    max_new_tokens: int,
+    dataset: str,
+    prompt_column: str = "prompt",
+    answer_column: str | None = "answer",
+    reference_extraction: Extraction = "whole",
+    answer_tag: str = "answer",
+    system_prompt: str | None = None,
+    **_: Any,
+) -> str | None:
+    """One sentence naming the first row of ``dataset`` too long for the model's context, or None."""
+    from transformers import AutoTokenizer
+
+    room = prompt_room(model_path, max_new_tokens)
+    if room is None:
+        return None
+    tasks = dataset_tasks(dataset, "task.dataset", prompt_column, answer_column, reference_extraction, answer_tag)
+    long = long_prompts(tasks, AutoTokenizer.from_pretrained(model_path), system_prompt, room)
+    if not long:
+        return None
+    return (
+        f"task.dataset '{dataset}' row {long[0] + 1} (and {len(long) - 1} more) has a prompt longer than the model's context leaves room for "
+        f"({room} tokens: max_position_embeddings minus rollout.max_new_tokens); shorten those rows, or set task.long_prompts=skip to leave them out"
+    )

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -33,10 +34,13 @@ from functools import lru_cache, partial
 from typing import Literal
 
 import torch
+from transformers import AutoTokenizer
 
 from flywheel.algorithms.base import Algorithm
 from flywheel.config import Config
 from flywheel.envs.base import Environment
+from flywheel.envs.dataset import long_prompts, prompt_room
+from flywheel.envs.dataset_files import DatasetFileError
 from flywheel.envs.registry import make_env
 from flywheel.monitor.timed_engine import GroupClock
 from flywheel.monitor.timeline import Timeline
@@ -127,6 +131,7 @@ class TaskSet:
     eval: list[Task]
     env_factory: Callable[[], Environment]
     has_tools: bool = False  # whether tools/ metrics mean anything
+    long_prompts: int = 0  # train tasks left out: their prompts leave too little of the model's context
 
 
 @dataclass(frozen=True)
@@ -154,11 +159,37 @@ def load_tasks(config: Config) -> TaskSet:
     t = config.task
     factory = partial(make_env, t.name, **t.env_kwargs())
     env = factory()
+    if t.dataset is not None:
+        return fitting(TaskSet(*env.splits(t.train_size, t.eval_size, t.seed), factory, bool(env.tools)), config)
     if hasattr(env, "splits"):
         return TaskSet(*env.splits(t.train_size, t.eval_size, t.seed), factory, bool(env.tools))
     train = env.tasks(t.train_size, t.seed)
     seen = {task.prompt for task in train}
     return TaskSet(train, [task for task in env.tasks(t.eval_size, t.seed + 1) if task.prompt not in seen], factory, bool(env.tools))
+
+
+def fitting(tasks: TaskSet, config: Config) -> TaskSet:
+    """``tasks`` without those whose prompt leaves less than rollout.max_new_tokens of the model's context
+    (vLLM would refuse them), counted, with a line on stderr when there are some."""
+    room = prompt_room(config.model.path, config.rollout.max_new_tokens)
+    if room is None:
+        return tasks
+    tokenizer = AutoTokenizer.from_pretrained(config.model.path)
+    long_train, long_eval = (set(long_prompts(split, tokenizer, config.task.system_prompt, room)) for split in (tasks.train, tasks.eval))
+    if not long_train and not long_eval:
+        return tasks
+    print(
+        f"flywheel: skipped {len(long_train)} train and {len(long_eval)} eval rows of task.dataset whose prompts are longer than the model's "
+        f"context leaves room for ({room} tokens: max_position_embeddings minus rollout.max_new_tokens)",
+        file=sys.stderr,
+        flush=True,
+    )
+    train = [t for i, t in enumerate(tasks.train) if i not in long_train]
+    if not train:
+        raise DatasetFileError(
+            f"every row of task.dataset '{config.task.dataset}' is longer than the model's context leaves room for ({room} tokens)"
+        )
+    return replace(tasks, train=train, eval=[t for i, t in enumerate(tasks.eval) if i not in long_eval], long_prompts=len(long_train))
 
 
 def admission_room(accepted: int, running: int, version: int, max_staleness: int, batch_size: int) -> int:
@@ -431,6 +462,7 @@ async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Gro
         "reward/errors": plan.errors["reward_error"],
         "reward/timeouts": plan.errors["reward_timeout"],
         "rollout/dropped_uninformative": len(dropped),
+        "rollout/long_prompts_skipped": stream.tasks.long_prompts,
         "rollout/staleness_mean": sum(staleness) / len(staleness),
         "rollout/staleness_max": max(staleness),
         "timing/wait_for_batch_s": waited,
