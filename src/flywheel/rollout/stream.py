@@ -32,11 +32,11 @@ from flywheel.algorithms.base import Algorithm
 from flywheel.config import Config
 from flywheel.envs.base import Environment
 from flywheel.envs.registry import make_env
-from flywheel.monitor.timed_engine import GroupClock
-from flywheel.monitor.timeline import Timeline
 from flywheel.rewards.pipeline import RewardPipeline
+from flywheel.rollout.clock import GroupClock
 from flywheel.rollout.group import EnvEpisode, episode_metrics, run_group
 from flywheel.rollout.router import EngineRouter
+from flywheel.timeline import Timeline
 from flywheel.types import Task
 
 Fate = Literal["trained", "stale", "invalid", "uninformative"]
