@@ -1,11 +1,11 @@
-# `make run`: set up and run the quickstart; `make test`: set up, lint and run the test suite but its `slow`
-# tests (minutes each: learning runs, engine restarts, multi-node and MPI launches); `make test-slow` runs those;
-# CI (.ci/run) runs both.
+# `make run`: set up and run the quickstart; `make test`: set up, lint, build the docs and run the test suite but
+# its `slow` tests (minutes each: learning runs, engine restarts, multi-node and MPI launches); `make test-slow` runs
+# those; CI (.ci/run) runs both. `make docs`: the docs site (mkdocs.yml, docs/) into site/.
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps run calculator lint test test-slow clean
+.PHONY: setup system-deps run calculator lint docs test test-slow clean
 
 setup: $(STAMP)
 
@@ -39,14 +39,18 @@ calculator: setup
 	$(VENV)/bin/flywheel train configs/calculator.yaml
 
 lint: setup
-	$(VENV)/bin/ruff check src tests bench assets
-	$(VENV)/bin/ruff format --check src tests bench assets
+	$(VENV)/bin/ruff check src tests bench assets docs/gen_reference.py
+	$(VENV)/bin/ruff format --check src tests bench assets docs/gen_reference.py
 
-test: setup lint
+# --strict: a broken link or anchor, or a page left out of the nav, fails the build.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+test: setup lint docs
 	$(PY) -m pytest tests -m "not slow"
 
 test-slow: setup
 	$(PY) -m pytest tests -m slow
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site

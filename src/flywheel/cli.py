@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from flywheel.config import Config, ConfigError, load_config
+from flywheel.config import Config, ConfigError
 
 EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST, EXIT_NO_PROGRESS = 1, 2, 3, 4, 5
 
@@ -59,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(strays)}")
     args.overrides += rest
     try:
-        config = load_config(args.config, args.overrides)
+        from flywheel.preflight import load_run_config
+
+        config = load_run_config(args.config, args.overrides)
         if args.command == "eval":
             return run_eval(config, args)
     except ConfigError as exc:

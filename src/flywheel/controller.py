@@ -55,11 +55,11 @@ from flywheel.monitor.progress import RunProgress
 from flywheel.monitor.rollout_parquet import dump_path, rollout_rows, write_rollouts
 from flywheel.monitor.run_dir import RolloutDump, newest_checkpoint, open_run
 from flywheel.monitor.timed_engine import timed_router, untimed
-from flywheel.monitor.timeline import Timeline
 from flywheel.monitor.trackers import Trackers
 from flywheel.rewards.wiring import reward_pipeline
 from flywheel.rollout.router import EngineRouter
 from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, load_tasks, take_batch
+from flywheel.timeline import Timeline
 from flywheel.trainer.group import TrainerDied, TrainerGroup
 from flywheel.types import Episode
 from flywheel.weights import open_transport

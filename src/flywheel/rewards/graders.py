@@ -54,8 +54,7 @@ def _math_verifier(timeout_s: float) -> MathVerifier:
 
 
 def code(function_column: str = "function", cases_column: str = "cases", sandbox_cgroup: str = "required") -> Grader:
-    from flywheel.envs.python_code import shared_sandbox
-    from flywheel.rewards.code import hidden_tests_reward
+    from flywheel.rewards.code import hidden_tests_reward, shared_sandbox
 
     def grade(answer: str | None, reference: str, columns: dict[str, Any]) -> float:
         cases = columns[cases_column]

@@ -42,12 +42,12 @@ from flywheel.envs.base import Environment
 from flywheel.envs.dataset import long_prompts, prompt_room
 from flywheel.envs.dataset_files import DatasetFileError
 from flywheel.envs.registry import make_env
-from flywheel.monitor.timed_engine import GroupClock
-from flywheel.monitor.timeline import Timeline
 from flywheel.rewards.faults import UserFunctionBug
 from flywheel.rewards.pipeline import RewardPipeline
+from flywheel.rollout.clock import GroupClock
 from flywheel.rollout.group import EnvEpisode, episode_metrics, run_group
 from flywheel.rollout.router import EngineRouter
+from flywheel.timeline import Timeline
 from flywheel.types import Task
 
 Fate = Literal["trained", "stale", "invalid", "uninformative"]
