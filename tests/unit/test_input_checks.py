@@ -120,3 +120,37 @@ def test_prompts_longer_than_the_context_are_skipped_and_counted_by_default(tmp_
         "flywheel: skipped 2 train and 2 eval rows of task.dataset whose prompts are longer than the model's context leaves room for "
         "(56 tokens: max_position_embeddings minus rollout.max_new_tokens)\n"
     )
+
+
+FAULTY = REPO / "tests/faulty_user_code.py"
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (
+            [f"reward.functions=['{FAULTY}:returns_text']"],
+            "reward.check_rows: reward function 'returns_text' must return a list of 2 floats or None, one per completion; it returned "
+            "['1.0', '1.0'] (on the first 2 rows of task.dataset, their reference answers as the completions)",
+        ),
+        (
+            [f"task.grader={FAULTY}:grader_raises"],
+            f"reward.check_rows: task.grader '{FAULTY}:grader_raises' raised RuntimeError: the grader is broken (on row 1 of task.dataset, "
+            "its reference answer as the answer)",
+        ),
+    ],
+)
+def test_check_rows_calls_the_functions_at_load(tmp_path, overrides, expected):
+    data = long_rows(tmp_path / "rows.jsonl")
+    assert one_sentence(cli(tmp_path, *DATASET, f"task.dataset={data}", "reward.check_rows=2", *overrides)) == f"flywheel: error: {expected}"
+
+
+def test_check_rows_passes_functions_that_answer(tmp_path):
+    from flywheel.envs.dataset import function_check_problem
+
+    data = long_rows(tmp_path / "rows.jsonl")  # first digits 1: raises_on_some_prompts answers
+    assert function_check_problem(3, [f"{FAULTY}:raises_on_some_prompts"], 5.0, str(data)) is None
+    assert function_check_problem(3, [f"{FAULTY}:slow_on_some_prompts"], 0.5, str(data)) == (
+        "reward.check_rows: reward function 'slow_on_some_prompts' did not return within 0.5 s (reward.function_timeout_s) "
+        "(on the first 3 rows of task.dataset, their reference answers as the completions)"
+    )

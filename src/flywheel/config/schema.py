@@ -351,6 +351,13 @@ class RewardConfig(Section):
         description="Time limit of one call of a reward function (one call per group): past it, or when it raises, the group's episodes "
         "are invalid (reward/timeouts, reward/errors) and the run goes on.",
     )
+    check_rows: int = Field(
+        0,
+        ge=0,
+        description="At load, call each reward function and a 'module:function' task.grader on this many rows of task.dataset (their "
+        "reference answers as the completions) and refuse the config, in one sentence, when one raises, times out or returns the wrong "
+        "shape; 0: off.",
+    )
     judge: JudgeConfig = JudgeConfig()
     reward_model: RewardModelConfig = RewardModelConfig()
 

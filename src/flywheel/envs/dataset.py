@@ -14,6 +14,8 @@ sample kept in file order) or ``eval_size`` rows of the train file held out by `
 Nothing is read when the environment is made (one per episode); ``splits`` reads the files.
 ``dataset_problem`` checks a config at load: the files' column names, then every row (a malformed line,
 an encoding that is not UTF-8, a missing column or reference: one sentence naming the file and line or row).
+With ``reward.check_rows``, ``function_check_problem`` calls each reward function and a user grader
+on the first rows at load (their reference answers as the completions).
 A row whose rendered prompt leaves less than ``rollout.max_new_tokens`` of the model's context
 (``max_position_embeddings``) is skipped and counted (``long_prompts``), or refused at load when
 ``task.long_prompts`` is 'refuse' (``long_prompt_problem``).
@@ -21,8 +23,10 @@ A row whose rendered prompt leaves less than ``rollout.max_new_tokens`` of the m
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +35,10 @@ from flywheel.envs.dataset_files import DatasetFileError, column_names, read_row
 from flywheel.envs.episode import Renderer
 from flywheel.envs.registry import register_env
 from flywheel.rewards.extraction import Extraction, extract_answer
-from flywheel.rewards.graders import Grader, grader_problem, make_grader, needed_columns
+from flywheel.rewards.faults import RewardFault, UserFunctionBug
+from flywheel.rewards.graders import GRADERS, Grader, grader_problem, make_grader, needed_columns
+from flywheel.rewards.trl_functions import call_trl_function
+from flywheel.rewards.user_functions import load_function
 
 Message = dict[str, str]
 ROLES = ("system", "user", "assistant", "tool")
@@ -223,3 +230,39 @@ def long_prompt_problem(
         f"task.dataset '{dataset}' row {long[0] + 1} (and {len(long) - 1} more) has a prompt longer than the model's context leaves room for "
         f"({room} tokens: max_position_embeddings minus rollout.max_new_tokens); shorten those rows, or set task.long_prompts=skip to leave them out"
     )
+
+
+def function_check_problem(
+    rows: int,
+    functions: Sequence[str],
+    timeout_s: float,
+    dataset: str,
+    prompt_column: str = "prompt",
+    answer_column: str | None = "answer",
+    reference_extraction: Extraction = "whole",
+    answer_tag: str = "answer",
+    grader: str = "exact",
+    **_: Any,
+) -> str | None:
+    """One sentence on the first reward function (``module:function`` specs) or user grader that raises,
+    times out or returns the wrong shape when called on the first ``rows`` rows of ``dataset``, their
+    reference answers standing for the completions; None when all answer."""
+    tasks = dataset_tasks(dataset, "task.dataset", prompt_column, answer_column, reference_extraction, answer_tag)[:rows]
+    where = f"on the first {len(tasks)} rows of task.dataset, their reference answers as the completions"
+    records = [{"prompt": t.prompt, "answer": t.answer, **t.metadata, "reward": 0.0, "model_turns": [t.answer], "completion_ids": []} for t in tasks]
+    for spec in functions:
+        try:
+            asyncio.run(call_trl_function(load_function(spec), spec.rpartition(":")[2], [t.answer for t in tasks], records, timeout_s))
+        except (RewardFault, UserFunctionBug) as error:
+            return f"reward.check_rows: {error} ({where})"
+    if grader in GRADERS:
+        return None
+    grade = make_grader(grader, {})
+    for number, task in enumerate(tasks, 1):
+        try:
+            grade(task.answer, task.answer, task.metadata["columns"])
+        except UserFunctionBug as error:
+            return f"reward.check_rows: {error} (on row {number} of task.dataset, its reference answer as the answer)"
+        except Exception as error:  # noqa: BLE001 - the user asked for this check: any error is the answer
+            return f"reward.check_rows: task.grader {grader!r} raised {type(error).__name__}: {error} (on row {number} of task.dataset, its reference answer as the answer)"
+    return None
