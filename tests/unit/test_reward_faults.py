@@ -180,3 +180,14 @@ def test_no_group_finishing_within_the_stall_timeout_stops_the_run():
     stream = RolloutStream(router, None, None, config, state, make_algorithm(config.algorithm), None)
     with pytest.raises(NoProgress, match=r"^no group finished in 0.2 s \(0 running\): an engine that never answers"):
         asyncio.run(stream.next_group())
+
+
+def test_the_invalid_episode_alert_counts_reward_faults_too():
+    from flywheel.controller import watch_invalid
+
+    row = {"rollout/invalid_frac": 0.5, "env/errors": 1, "env/timeouts": 0, "reward/nonfinite": 2, "reward/errors": 8, "reward/timeouts": 5}
+    [alert] = watch_invalid(3, row, load_config(None))
+    assert alert.message == (
+        "50% of this step's episodes were invalid (environment errors 1, timeouts 0, non-finite rewards 2, reward errors 8, reward timeouts 5), "
+        "above rollout.invalid_alert_rate 20%; first tracebacks in errors/."
+    )
