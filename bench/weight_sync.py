@@ -31,9 +31,9 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from flywheel.config import load_config
+from flywheel.config.weights import CollectiveTransportConfig, FileTransportConfig
 from flywheel.engines.vllm import VLLMEngine
 from flywheel.weights.collective import CollectiveTransport
-from flywheel.weights.config import CollectiveTransportConfig, FileTransportConfig
 from flywheel.weights.file import FileTransport
 
 HERE = Path(__file__).resolve().parent

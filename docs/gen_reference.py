@@ -33,6 +33,16 @@ def models_of(annotation: Any) -> list[type[BaseModel]]:
     return []
 
 
+def items_of(annotation: Any) -> tuple[str, type[BaseModel]] | None:
+    """A list or dict of config models: how its items are keyed (``[]`` or ``.<key>``) and their model."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is list and models_of(args[0]):
+        return "[]", models_of(args[0])[0]
+    if origin is dict and models_of(args[1]):
+        return ".<key>", models_of(args[1])[0]
+    return None
+
+
 def type_name(annotation: Any) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is Literal:
@@ -47,7 +57,7 @@ def type_name(annotation: Any) -> str:
 
 
 def cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
 
 
 def default_of(field) -> str:
@@ -56,17 +66,22 @@ def default_of(field) -> str:
 
 
 def section(heading: str, key: str, model: type[BaseModel], level: str) -> list[str]:
-    """A table of ``model``'s own fields, then a section per nested model field."""
-    rows, nested = [], []
+    """A table of ``model``'s own fields, then a section per nested model field and per list or dict of
+    models (unless they are a top-level section's, as eval.environments holds task sections)."""
+    rows, nested, items = [], [], []
     for name, field in model.model_fields.items():
         if models_of(field.annotation):
             nested.append((f"{key}.{name}", field))
-        else:
-            rows.append(f"| `{key}.{name}` | `{type_name(field.annotation)}` | {default_of(field)} | {cell(field.description or '')} |")
+            continue
+        rows.append(f"| `{key}.{name}` | `{type_name(field.annotation)}` | {default_of(field)} | {cell(field.description or '')} |")
+        if (item := items_of(field.annotation)) and item[1] not in SECTIONS:
+            items.append((f"{key}.{name}{item[0]}", item[1]))
     lines = [f"{level} {heading}", ""] + ([cell(model.__doc__), ""] if model.__doc__ else [])
     lines += ["| key | type | default | description |", "| --- | --- | --- | --- |", *rows, ""]
     for sub, field in nested:
         lines += fields(sub, field, level + "#")
+    for sub, item in items:
+        lines += section(f"`{sub}`", sub, item, level + "#")
     return lines
 
 
@@ -79,6 +94,10 @@ def fields(key: str, field, level: str) -> list[str]:
     for member in members:
         lines += section(f"`{key}.name: {member.model_fields['name'].default}`", key, member, level + "#")
     return lines
+
+
+#: the models of the top-level sections
+SECTIONS = {m for field in Config.model_fields.values() for m in models_of(field.annotation)}
 
 
 def config_page() -> str:

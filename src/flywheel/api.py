@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flywheel.config import Config, config_from_dict, load_config
+from flywheel.config import Config, config_from_dict
 from flywheel.monitor.metrics import read_metrics
+from flywheel.preflight import check_config, load_run_config
 
 ConfigLike = Config | dict[str, Any] | str | Path | None
 Overrides = dict[str, Any] | list[str] | tuple[str, ...]
@@ -47,13 +48,13 @@ class RunResult:
 
 
 def as_config(config: ConfigLike = None, overrides: Overrides = ()) -> Config:
-    """A validated Config from any ConfigLike and dotted overrides."""
+    """A validated Config from any ConfigLike and dotted overrides, checked as the command line checks it."""
     dotted = [f"{key}={json.dumps(value)}" for key, value in overrides.items()] if isinstance(overrides, dict) else list(overrides)
     if isinstance(config, Config):
-        return config_from_dict(config.model_dump(mode="json"), dotted) if dotted else config
+        return check_config(config_from_dict(config.model_dump(mode="json"), dotted) if dotted else config)
     if isinstance(config, dict):
-        return config_from_dict(config, dotted)
-    return load_config(config, dotted)
+        return check_config(config_from_dict(config, dotted))
+    return load_run_config(config, dotted)
 
 
 def _off_the_event_loop(call: Callable[[], Any]) -> Any:

@@ -2,12 +2,15 @@
 ``flywheel eval CONFIG --checkpoint PATH --k K [section.key=value ...]``, ``flywheel inspect RUN_DIR``,
 ``flywheel replay RUN_DIR --step N``, ``flywheel dashboard RUNS_DIR [--port P] [--host H]``.
 
-Exit codes: 0 the run finished; 2 a config error or a machine that cannot give what the config asks
-(one sentence, nothing started); 3 an alert stopped the run (its config asked for that); 4 a trainer
-rank died (with run.supervise: past run.max_restarts, or before the first checkpoint); the message
-names the checkpoint to resume from; 5 SIGTERM or SIGINT stopped the run: stopped, resumable, with one line naming
-the checkpoint of the last step done (a second signal stops at once, without a new checkpoint; flywheel/preemption.py);
-1 every engine replica died and none may restart. Started by ``mpirun -np N``, every process runs this command:
+Exit codes: 0 the run finished; 1 every engine replica died and none may restart; 2 a config error or a
+machine that cannot give what the config asks (one sentence, nothing started), or a user function that returns
+the wrong shape or type (a reward function, a grader), at its first call; 3 an alert stopped the run (its config
+asked for that); 4 a trainer rank died (with run.supervise: past run.max_restarts, or before the first
+checkpoint); the message names the checkpoint to resume from; 5 the run could make no progress
+(rollout.stall_steps steps' worth of groups in a row trained none, or no group finished in
+rollout.stall_timeout_s): the sentence gives the share of invalid episodes and the first error; 6 SIGTERM or
+SIGINT stopped the run: stopped, resumable, with one line naming the checkpoint of the last step done (a second
+signal stops at once, without a new checkpoint; flywheel/preemption.py). Started by ``mpirun -np N``, every process runs this command:
 rank 0 the run, the others its trainer ranks (``cluster/mpi.py``); a nonzero code aborts the job.
 """
 
@@ -16,9 +19,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from flywheel.config import Config, ConfigError, load_config
+from flywheel.config import Config, ConfigError
 
-EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST, EXIT_PREEMPTED = 1, 2, 3, 4, 5
+EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST, EXIT_NO_PROGRESS, EXIT_PREEMPTED = 1, 2, 3, 4, 5, 6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(strays)}")
     args.overrides += rest
     try:
-        config = load_config(args.config, args.overrides)
+        from flywheel.preflight import load_run_config
+
+        config = load_run_config(args.config, args.overrides)
         if args.command == "eval":
             return run_eval(config, args)
     except ConfigError as exc:
@@ -129,17 +134,26 @@ def run(config: Config) -> int:
     """Runs the training ``config`` asks for; its exit code, a stop or error told in one sentence."""
     from flywheel.cluster.workers import ClusterUnavailable
     from flywheel.controller import RunStopped, TrainerLost, train
+    from flywheel.monitor.run_dir import run_dir_problem
     from flywheel.preemption import Preempted
+    from flywheel.rewards.faults import UserFunctionBug
     from flywheel.rewards.pipeline import HackingStop
     from flywheel.rollout.router import NoEngineLeft
+    from flywheel.rollout.stream import NoProgress
     from flywheel.sandbox import SandboxUnavailable
     from flywheel.supervisor import supervise
 
+    if problem := run_dir_problem(config):  # before anything starts
+        print(f"flywheel: error: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         supervise(config) if config.run.supervise else train(config)
-    except (SandboxUnavailable, ClusterUnavailable) as exc:  # the machine or cluster cannot give what was asked: the user decides
+    except (SandboxUnavailable, ClusterUnavailable, UserFunctionBug) as exc:  # what was asked cannot work: the user decides
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except NoProgress as exc:
+        print(f"flywheel: stopped: {exc}", file=sys.stderr)
+        return EXIT_NO_PROGRESS
     except (HackingStop, RunStopped) as exc:
         print(f"flywheel: stopped: {exc}", file=sys.stderr)
         return EXIT_STOPPED

@@ -74,13 +74,13 @@ from flywheel.monitor.progress import RunProgress
 from flywheel.monitor.rollout_parquet import dump_path, rollout_rows, write_rollouts
 from flywheel.monitor.run_dir import RolloutDump, newest_checkpoint, open_run
 from flywheel.monitor.timed_engine import timed_router, untimed
-from flywheel.monitor.timeline import Timeline
 from flywheel.monitor.trackers import Trackers
 from flywheel.preemption import Preempted, StopSignals
 from flywheel.rewards.pipeline import RewardPipeline
 from flywheel.rewards.wiring import RewardActors, reward_pipeline
 from flywheel.rollout.router import EngineRouter
 from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, TaskSet, load_tasks, take_batch
+from flywheel.timeline import Timeline
 from flywheel.trainer.group import TrainerDied, TrainerGroup
 from flywheel.types import Episode
 from flywheel.weights import open_transport
@@ -384,7 +384,7 @@ def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[Aler
     rate, limit = row["rollout/invalid_frac"], config.rollout.invalid_alert_rate
     if rate <= limit:
         return []
-    text = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
+    text = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}, reward errors {row['reward/errors']:.0f}, reward timeouts {row['reward/timeouts']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
     return [Alert(step, "invalid_episodes", text)]
 
 

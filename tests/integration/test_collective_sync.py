@@ -18,12 +18,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flywheel.cluster.workers import Workers, engine_starter, start_trainer
 from flywheel.config import load_config
+from flywheel.config.weights import CollectiveTransportConfig
 from flywheel.controller import train
 from flywheel.engines.remote import RemoteEngine
 from flywheel.envs.arithmetic import make_splits
 from flywheel.types import Completion
 from flywheel.weights.collective import CollectiveTransport
-from flywheel.weights.config import CollectiveTransportConfig
 from flywheel.weights.file import FileTransport
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,9 +16,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from flywheel.algorithms.aggregation import token_mean
 from flywheel.cluster.workers import Workers, start_engines, start_trainer
 from flywheel.config import Config, ModelConfig, TrainerConfig
+from flywheel.config.weights import CollectiveTransportConfig
 from flywheel.types import Episode, TrainBatch, collate
 from flywheel.weights.collective import CollectiveTransport
-from flywheel.weights.config import CollectiveTransportConfig
 from flywheel.weights.file import FileTransport
 
 TOLERANCE = 1e-4  # mean |trainer - engine| logprob per sampled token, float32 on both sides

@@ -20,7 +20,7 @@ from flywheel.controller import train
 from flywheel.monitor.gantt import render_gantt
 from flywheel.monitor.metrics import read_metrics
 from flywheel.monitor.rollout_parquet import SCHEMA
-from flywheel.monitor.timeline import read_timeline
+from flywheel.timeline import read_timeline
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS, GROUP, STEPS = 8, 8, 3

@@ -1,5 +1,5 @@
 """Preemption through the CLI with real signals: Ctrl-C (SIGINT to the process group), SIGTERM to the
-driver, a second signal. Each stop ends with exit code 5, one line naming the checkpoint of the last
+driver, a second signal. Each stop ends with exit code 6, one line naming the checkpoint of the last
 step done, within run.stop_timeout_s, and no process of the run's session left; resumed from those
 checkpoints the run reproduces the uninterrupted run (the golden file of test_golden.py's config)."""
 
@@ -60,7 +60,7 @@ def rows_logged(run_dir: Path) -> set[tuple[int, float]]:
 
 def stop(run: subprocess.Popen, run_dir: Path, after_step: int, send) -> tuple[str, int]:
     """Waits for this attempt's row of ``after_step``, calls ``send`` (the signals), then for the exit:
-    (stderr, the number of the session's processes when the signal went). Asserts exit code 5 within
+    (stderr, the number of the session's processes when the signal went). Asserts exit code 6 within
     the stop timeout and no process of the session left."""
     earlier, deadline = rows_logged(run_dir), time.monotonic() + 600
     while not any(step >= after_step for step, _ in rows_logged(run_dir) - earlier):
@@ -69,7 +69,7 @@ def stop(run: subprocess.Popen, run_dir: Path, after_step: int, send) -> tuple[s
     running = len(session_processes(run.pid))
     send()
     _, stderr = run.communicate(timeout=STOP_TIMEOUT_S)
-    assert run.returncode == 5, stderr[-3000:]
+    assert run.returncode == 6, stderr[-3000:]
     deadline = time.monotonic() + 10  # the processes the driver stopped are reaped by init
     while session_processes(run.pid) and time.monotonic() < deadline:
         time.sleep(0.2)

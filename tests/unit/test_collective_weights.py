@@ -7,8 +7,8 @@ import time
 
 import torch
 
+from flywheel.config.weights import CollectiveTransportConfig
 from flywheel.weights.collective import ALIGN, CollectiveTransport, CollectiveWeights, Slot, pack, plan_buckets, unpack
-from flywheel.weights.config import CollectiveTransportConfig
 
 
 def state_dict() -> dict[str, torch.Tensor]:

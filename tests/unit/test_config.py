@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from flywheel.config import ConfigError, dump_config, load_config
+from flywheel.preflight import load_run_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,7 @@ def test_quickstart_loads_and_round_trips(tmp_path):
 )
 def test_bad_values_name_the_key(overrides, expected):
     with pytest.raises(ConfigError) as info:
-        load_config(REPO / "configs/quickstart.yaml", overrides)
+        load_run_config(REPO / "configs/quickstart.yaml", overrides)
     assert expected in str(info.value)
 
 

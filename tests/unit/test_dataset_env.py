@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.config import ConfigError, dump_config, load_config
+from flywheel.config import ConfigError, dump_config
 from flywheel.envs.dataset_files import DatasetFileError
+from flywheel.preflight import load_run_config
 from flywheel.rollout.stream import load_tasks, prompt_indices
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,15 +25,15 @@ def jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def test_task_dataset_chooses_the_dataset_environment_and_round_trips(tmp_path):
-    config = load_config(None, [*WORD_PROBLEMS, f"task.eval_dataset={TEST}", "task.grader=numeric", "task.answer_extraction=last_number"])
+    config = load_run_config(None, [*WORD_PROBLEMS, f"task.eval_dataset={TEST}", "task.grader=numeric", "task.answer_extraction=last_number"])
     assert config.task.name == "dataset"
     saved = tmp_path / "config.yaml"
     saved.write_text(dump_config(config))
-    assert load_config(saved) == config
+    assert load_run_config(saved) == config
 
 
 def test_splits_from_files_keep_file_order_and_cap_the_eval_rows():
-    tasks = load_tasks(load_config(None, [*WORD_PROBLEMS, f"task.eval_dataset={TEST}", "task.eval_size=30", "task.seed=3"]))
+    tasks = load_tasks(load_run_config(None, [*WORD_PROBLEMS, f"task.eval_dataset={TEST}", "task.eval_size=30", "task.seed=3"]))
     train_rows = [json.loads(line) for line in TRAIN.read_text().splitlines()]
     test_questions = [json.loads(line)["question"] for line in TEST.read_text().splitlines()]
     assert [t.prompt for t in tasks.train] == [r["question"] for r in train_rows]  # all 400, in file order
@@ -40,20 +41,20 @@ def test_splits_from_files_keep_file_order_and_cap_the_eval_rows():
     assert tasks.train[0].metadata["columns"] == {"answer": train_rows[0]["answer"]}  # every column but the prompt
     positions = [test_questions.index(t.prompt) for t in tasks.eval]
     assert len(positions) == 30 and positions == sorted(positions)  # a seeded sample of the 100, in file order
-    again = load_tasks(load_config(None, [*WORD_PROBLEMS, f"task.eval_dataset={TEST}", "task.eval_size=30", "task.seed=4"]))
+    again = load_tasks(load_run_config(None, [*WORD_PROBLEMS, f"task.eval_dataset={TEST}", "task.eval_size=30", "task.seed=4"]))
     assert [t.prompt for t in again.eval] != [t.prompt for t in tasks.eval]  # another seed, another sample
 
 
 def test_a_seeded_split_holds_rows_out_of_the_train_file():
-    first = load_tasks(load_config(None, [*WORD_PROBLEMS, "task.eval_size=50"]))
-    same = load_tasks(load_config(None, [*WORD_PROBLEMS, "task.eval_size=50"]))
+    first = load_tasks(load_run_config(None, [*WORD_PROBLEMS, "task.eval_size=50"]))
+    same = load_tasks(load_run_config(None, [*WORD_PROBLEMS, "task.eval_size=50"]))
     assert (len(first.train), len(first.eval)) == (350, 50)
     assert first.train == same.train and first.eval == same.eval
     assert not {t.prompt for t in first.train} & {t.prompt for t in first.eval}
 
 
 def test_train_rows_are_shuffled_once_per_epoch():
-    tasks = load_tasks(load_config(None, [*WORD_PROBLEMS, "task.eval_size=50"]))
+    tasks = load_tasks(load_run_config(None, [*WORD_PROBLEMS, "task.eval_size=50"]))
     n = len(tasks.train)
     epoch0, epoch1 = prompt_indices(n, 0, n, seed=0), prompt_indices(n, n, n, seed=0)
     assert sorted(epoch0) == sorted(epoch1) == list(range(n)) and epoch0 != epoch1 and epoch0 != list(range(n))
@@ -63,11 +64,11 @@ def test_an_eval_split_as_large_as_the_file_is_one_sentence():
     with pytest.raises(
         DatasetFileError, match=r"task.eval_size \(400\) must be smaller than the 400 rows of task.dataset '.*'; lower it or give task.eval_dataset"
     ):
-        load_tasks(load_config(None, [*WORD_PROBLEMS, "task.eval_size=400"]))
+        load_tasks(load_run_config(None, [*WORD_PROBLEMS, "task.eval_size=400"]))
 
 
 def test_the_final_message_is_extracted_and_graded():
-    config = load_config(None, [*WORD_PROBLEMS, "task.grader=numeric", "task.answer_extraction=gsm8k", "task.eval_size=50"])
+    config = load_run_config(None, [*WORD_PROBLEMS, "task.grader=numeric", "task.answer_extraction=gsm8k", "task.eval_size=50"])
     tasks = load_tasks(config)
     env, task = tasks.env_factory(), tasks.train[0]
     assert env.reset(task) == task.prompt and task.answer == "24"
@@ -83,7 +84,7 @@ def test_chat_message_prompts_are_the_whole_prompt(tmp_path):
     path = jsonl(
         tmp_path / "chat.jsonl", [{"prompt": messages, "answer": "4", "source": "hand"}, {"prompt": "3+3?", "answer": "6", "source": "hand"}]
     )
-    config = load_config(
+    config = load_run_config(
         None, [f"task.dataset={path}", "task.eval_size=1", "task.seed=1", "task.answer_extraction=tag", "task.system_prompt=Be brief."]
     )
     tasks = load_tasks(config)
@@ -94,19 +95,19 @@ def test_chat_message_prompts_are_the_whole_prompt(tmp_path):
     assert env.step("<answer>4</answer>").reward == 1.0
 
 
-def test_loading_reads_only_the_header(tmp_path):
+def test_loading_reads_every_line(tmp_path):
     path = tmp_path / "rows.jsonl"
     path.write_text(json.dumps({"prompt": "1+1", "answer": "2"}) + "\n{broken\n")
-    config = load_config(None, [f"task.dataset={path}", "task.eval_size=1"])  # loads: the broken line is never read
-    with pytest.raises(DatasetFileError, match="line 2 is not valid JSON"):
-        load_tasks(config)
+    with pytest.raises(
+        ConfigError, match=rf"^task.dataset '{path}' line 2 is not valid JSON \(Expecting property name enclosed in double quotes\); write"
+    ):
+        load_run_config(None, [f"task.dataset={path}", "task.eval_size=1"])
 
 
-def test_a_row_without_its_reference_is_one_sentence(tmp_path):
+def test_a_row_without_its_reference_is_one_sentence_at_load(tmp_path):
     path = jsonl(tmp_path / "rows.jsonl", [{"question": "q1", "answer": "#### 1"}, {"question": "q2", "answer": "two"}])
-    config = load_config(None, [f"task.dataset={path}", "task.prompt_column=question", "task.reference_extraction=gsm8k", "task.eval_size=1"])
-    with pytest.raises(DatasetFileError, match=r"row 2: task.reference_extraction 'gsm8k' finds no answer in column 'answer' \('two'\); fix the row"):
-        load_tasks(config)
+    with pytest.raises(ConfigError, match=r"row 2: task.reference_extraction 'gsm8k' finds no answer in column 'answer' \('two'\); fix the row"):
+        load_run_config(None, [f"task.dataset={path}", "task.prompt_column=question", "task.reference_extraction=gsm8k", "task.eval_size=1"])
 
 
 @pytest.mark.parametrize(
@@ -144,7 +145,7 @@ def test_a_row_without_its_reference_is_one_sentence(tmp_path):
 )
 def test_config_mistakes_are_one_sentence(overrides, message):
     with pytest.raises(ConfigError) as error:
-        load_config(None, overrides)
+        load_run_config(None, overrides)
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
@@ -180,7 +181,7 @@ def test_code_rows_run_their_hidden_tests_in_the_sandbox(tmp_path):
     cases = [[[2, 3], 5], [[-1, 1], 0], [[10, 5], 15], [[0, 0], 0]]
     rows = [{"prompt": "Write add(a, b).", "fn": "add", "tests": cases}, {"prompt": "Write add(a, b) again.", "fn": "add", "tests": cases}]
     overrides = [f"task.dataset={jsonl(tmp_path / 'code.jsonl', rows)}", "task.answer_column=null", "task.grader=code", "task.eval_size=1"]
-    tasks = load_tasks(load_config(None, [*overrides, "task.grader_args={function_column: fn, cases_column: tests}"]))
+    tasks = load_tasks(load_run_config(None, [*overrides, "task.grader_args={function_column: fn, cases_column: tests}"]))
     env = tasks.env_factory()
     env.reset(tasks.train[0])
     # a + b when a > 0, else a * b: (-1, 1) gives -1, the other three pass
@@ -191,7 +192,7 @@ def test_a_user_grader_in_a_file_gets_the_rows_columns(tmp_path):
     grader = tmp_path / "grading.py"
     grader.write_text("def close_enough(answer, reference, row):\n    return 1.0 if answer == reference + ' ' + row['unit'] else 0.25\n")
     rows = [{"prompt": "How far?", "answer": "3", "unit": "km"}, {"prompt": "How long?", "answer": "2", "unit": "h"}]
-    config = load_config(
+    config = load_run_config(
         None, [f"task.dataset={jsonl(tmp_path / 'rows.jsonl', rows)}", f"task.grader={grader}:close_enough", "task.eval_size=1", "task.seed=0"]
     )
     tasks = load_tasks(config)
@@ -204,5 +205,5 @@ def test_a_user_grader_in_a_file_gets_the_rows_columns(tmp_path):
 
 
 def test_the_judge_grader_loads_with_the_judge_on():
-    config = load_config(None, [*WORD_PROBLEMS, "task.grader=judge", "reward.judge.enabled=true"])
+    config = load_run_config(None, [*WORD_PROBLEMS, "task.grader=judge", "reward.judge.enabled=true"])
     assert (config.task.grader, config.reward.judge.enabled) == ("judge", True)

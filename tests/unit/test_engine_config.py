@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from flywheel.config import ConfigError, dump_config, load_config
+from flywheel.config.engine import VLLMConfig
+from flywheel.config.weights import FileTransportConfig
 from flywheel.engines import engine_class
-from flywheel.engines.config import VLLMConfig
 from flywheel.engines.vllm import VLLMEngine, engine_env, token_versions
 from flywheel.weights import open_transport
-from flywheel.weights.config import FileTransportConfig
 from flywheel.weights.file import FileTransport
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ import time
 import xml.etree.ElementTree as ET
 
 from flywheel.monitor.gantt import _ticks, lane_key, render_gantt
-from flywheel.monitor.timed_engine import GroupClock
-from flywheel.monitor.timeline import Span, Timeline, read_timeline
+from flywheel.rollout.clock import GroupClock
+from flywheel.timeline import Span, Timeline, read_timeline
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -8,6 +8,7 @@ import pytest
 import trl_style_rewards as trl_fns
 
 from flywheel.config import ConfigError, load_config
+from flywheel.preflight import load_run_config
 from flywheel.rewards.pipeline import RewardPipeline, Scorer
 from flywheel.rewards.trl_functions import call_trl_function, trl_arguments, trl_scorer
 from flywheel.rewards.wiring import task_scores
@@ -98,7 +99,7 @@ def test_weights_combine_several_functions_and_async_ones():
 
 
 def test_a_wrong_number_of_scores_is_one_sentence():
-    with pytest.raises(ValueError, match=r"reward function 'bad' must return a list of 2 floats or None, one per completion \(got 1 values\)"):
+    with pytest.raises(ValueError, match=r"^reward function 'bad' must return a list of 2 floats or None, one per completion; it returned \[1.0\]$"):
         run(call_trl_function(lambda completions, **kwargs: [1.0], "bad", ["a", "b"], [task("x"), task("y")]))
 
 
@@ -129,5 +130,5 @@ def test_config_takes_plain_names_or_names_with_weights(monkeypatch):
 def test_bad_functions_are_one_sentence(monkeypatch, functions, message):
     monkeypatch.syspath_prepend(str(HERE))
     with pytest.raises(ConfigError) as error:
-        load_config(None, [f"reward.functions={functions}"])
+        load_run_config(None, [f"reward.functions={functions}"])
     assert str(error.value).startswith(message) and "\n" not in str(error.value)

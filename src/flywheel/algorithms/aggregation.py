@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-AGGREGATIONS = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+from flywheel.config.algorithms import AGGREGATIONS
 
 
 @dataclass(frozen=True)

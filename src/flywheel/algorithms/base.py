@@ -10,43 +10,14 @@ Shapes: a step has G groups of n episodes, B = G * n rows of T tokens (see ``Tra
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
-from flywheel.algorithms.aggregation import AGGREGATIONS, LossTotals, aggregate, token_mean
+from flywheel.algorithms.aggregation import LossTotals, aggregate, token_mean
 from flywheel.algorithms.kl import kl_penalty
 from flywheel.algorithms.off_policy import masked_is_keep, truncated_is_weights
-
-
-class AlgorithmConfig(BaseModel):
-    """Settings every algorithm has; each algorithm's config adds its own and its ``name``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    aggregation: Literal[AGGREGATIONS] = Field(
-        "token_mean", description="How per-token losses become one scalar (normalised over the whole optimiser step)."
-    )
-    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (0: off).")
-    kl_beta: float = Field(0.0, ge=0, description="KL-to-reference weight; 0 loads no reference model.")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Per-token KL estimator.")
-    kl_placement: Literal["loss", "reward"] = Field("loss", description="Add the KL to the loss, or subtract its sequence sum from the reward.")
-    off_policy: Literal["none", "tis", "mis"] = Field(
-        "none", description="Correct for the engine (behaviour) vs trainer gap: truncated IS weights, masked IS, or none."
-    )
-    is_level: Literal["token", "sequence"] = Field("token", description="Importance ratios per token, or per sequence (their product).")
-    is_cap: float = Field(2.0, gt=0, description="TIS: importance weights above this are truncated to it.")
-    is_low: float = Field(0.5, ge=0, description="MIS: tokens (or sequences) whose ratio is below this are left out of the loss.")
-    is_high: float = Field(2.0, gt=0, description="MIS: tokens (or sequences) whose ratio is above this are left out of the loss.")
-
-
-class ClipConfig(AlgorithmConfig):
-    """Settings of the PPO-style clipped surrogate."""
-
-    clip_low: float = Field(0.2, gt=0, lt=1, description="Ratios below 1 - clip_low are clipped.")
-    clip_high: float = Field(0.2, gt=0, description="Ratios above 1 + clip_high are clipped (clip-higher when > clip_low).")
-    dual_clip: float | None = Field(None, gt=1, description="PPO dual-clip constant c: the loss of negative-advantage tokens is capped at -c*A.")
+from flywheel.config.algorithms import AlgorithmConfig
 
 
 class Algorithm:

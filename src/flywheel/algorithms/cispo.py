@@ -1,13 +1,11 @@
 """CISPO (MiniMax-M1, 2025): clip the importance-sampling weight, not the update, so every token keeps a gradient."""
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
 from flywheel.algorithms.aggregation import token_mean
-from flywheel.algorithms.base import Algorithm, AlgorithmConfig
-from flywheel.algorithms.grpo import STD_SCALES, grpo_advantages
+from flywheel.algorithms.base import Algorithm
+from flywheel.algorithms.grpo import grpo_advantages
+from flywheel.config.algorithms import CISPOConfig
 
 
 def cispo_loss(
@@ -34,13 +32,6 @@ def cispo_loss(
             "loss/ratio_mean": token_mean(ratio, mask).item(),
         }
     return loss * mask, metrics
-
-
-class CISPOConfig(AlgorithmConfig):
-    name: Literal["cispo"] = "cispo"
-    std_scale: Literal[STD_SCALES] = Field("group", description="Divide group-centred rewards by the group's std, the batch's, or nothing.")
-    clip_low: float | None = Field(None, gt=0, lt=1, description="IS weights below 1 - clip_low are clipped (null: no lower bound).")
-    clip_high: float = Field(0.28, gt=0, description="IS weights above 1 + clip_high are clipped.")
 
 
 class CISPO(Algorithm):

@@ -1,11 +1,9 @@
 """DAPO helpers (Yu et al. 2025): the soft overlong penalty and the groups kept by dynamic sampling."""
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from flywheel.algorithms.grpo import GRPO, GRPOConfig
+from flywheel.algorithms.grpo import GRPO
+from flywheel.config.algorithms import DAPOConfig
 
 
 def overlong_penalty(lengths: torch.Tensor, max_tokens: int, buffer: int, factor: float = 1.0) -> torch.Tensor:
@@ -25,16 +23,6 @@ def overlong_penalty(lengths: torch.Tensor, max_tokens: int, buffer: int, factor
 def informative_groups(rewards: torch.Tensor) -> torch.Tensor:
     """rewards [G, n] -> bool [G]: True where the group's rewards are not all equal (a non-zero learning signal)."""
     return (rewards != rewards[:, :1]).any(dim=1)
-
-
-class DAPOConfig(GRPOConfig):
-    name: Literal["dapo"] = "dapo"
-    clip_high: float = Field(0.28, gt=0, description="Ratios above 1 + clip_high are clipped (clip-higher).")
-    dynamic_sampling: bool = Field(True, description="Drop groups whose rewards are all equal and sample more prompts.")
-    max_sampling_rounds: int = Field(4, ge=1, description="Rounds of prompts_per_step groups a step may examine before training on a short batch.")
-    overlong_buffer: int = Field(2, ge=0, description="Completions longer than max_new_tokens - buffer lose reward linearly (0: off).")
-    overlong_penalty: float = Field(1.0, ge=0, description="Reward lost at max_new_tokens.")
-    overlong_filter: bool = Field(True, description="Truncated completions are left out of the loss.")
 
 
 class DAPO(GRPO):

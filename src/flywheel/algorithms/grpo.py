@@ -1,14 +1,10 @@
 """GRPO advantages (Shao et al. 2024, DeepSeekMath): rewards normalised within each prompt's group."""
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from flywheel.algorithms.base import Algorithm, ClipConfig
+from flywheel.algorithms.base import Algorithm
 from flywheel.algorithms.ppo_clip import ClippedSurrogate
-
-STD_SCALES = ("group", "batch", "none")
+from flywheel.config.algorithms import STD_SCALES, GRPOConfig
 
 
 def grpo_advantages(rewards: torch.Tensor, std_scale: str = "group", eps: float = 1e-6, valid: torch.Tensor | None = None) -> torch.Tensor:
@@ -53,11 +49,6 @@ def _masked_grpo(rewards: torch.Tensor, std_scale: str, eps: float, valid: torch
     if std_scale == "none":
         return centred
     raise ValueError(f"unknown std_scale {std_scale!r}; expected one of {', '.join(STD_SCALES)}")
-
-
-class GRPOConfig(ClipConfig):
-    name: Literal["grpo"] = "grpo"
-    std_scale: Literal[STD_SCALES] = Field("group", description="Divide group-centred rewards by the group's std, the batch's, or nothing.")
 
 
 class GRPO(ClippedSurrogate, Algorithm):

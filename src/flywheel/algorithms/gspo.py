@@ -1,14 +1,11 @@
 """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization"): a clipped surrogate on the sequence-level,
 length-normalised importance ratio, in its token form."""
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from flywheel.algorithms.aggregation import AGGREGATIONS
-from flywheel.algorithms.base import Algorithm, AlgorithmConfig
-from flywheel.algorithms.grpo import STD_SCALES, grpo_advantages
+from flywheel.algorithms.base import Algorithm
+from flywheel.algorithms.grpo import grpo_advantages
+from flywheel.config.algorithms import GSPOConfig
 
 
 def gspo_loss(
@@ -45,16 +42,6 @@ def gspo_loss(
             "loss/ratio_mean": (seq_ratio * present).sum().item() / n_seq,
         }
     return loss * mask, metrics
-
-
-class GSPOConfig(AlgorithmConfig):
-    name: Literal["gspo"] = "gspo"
-    std_scale: Literal[STD_SCALES] = Field("group", description="Divide group-centred rewards by the group's std, the batch's, or nothing.")
-    clip_low: float = Field(3e-4, gt=0, lt=1, description="Sequence ratios below 1 - clip_low are clipped.")
-    clip_high: float = Field(4e-4, gt=0, description="Sequence ratios above 1 + clip_high are clipped.")
-    aggregation: Literal[AGGREGATIONS] = Field(
-        "seq_mean_token_mean", description="How per-token losses become one scalar (normalised over the whole optimiser step)."
-    )
 
 
 class GSPO(Algorithm):

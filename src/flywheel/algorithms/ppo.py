@@ -1,23 +1,13 @@
 """PPO with a learned critic (Schulman et al. 2017): GAE advantages, whitened over the batch, the clipped
 surrogate, and a clipped value loss against the values the critic gave at rollout time."""
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from flywheel.algorithms.base import Algorithm, ClipConfig
+from flywheel.algorithms.base import Algorithm
 from flywheel.algorithms.gae import gae_advantages, masked_whiten, terminal_rewards
 from flywheel.algorithms.ppo_clip import ClippedSurrogate
 from flywheel.algorithms.value_loss import clipped_value_loss
-
-
-class PPOConfig(ClipConfig):
-    name: Literal["ppo"] = "ppo"
-    gamma: float = Field(1.0, ge=0, le=1, description="GAE discount.")
-    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda.")
-    critic_lr: float = Field(1e-3, gt=0, description="Critic AdamW learning rate.")
-    value_clip: float = Field(0.2, gt=0, description="New values stay within this of the rollout-time values in the value loss.")
+from flywheel.config.algorithms import PPOConfig
 
 
 class PPO(ClippedSurrogate, Algorithm):

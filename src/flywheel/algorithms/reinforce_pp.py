@@ -1,13 +1,11 @@
 """REINFORCE++ advantages (Hu 2025): normalisation over the whole batch instead of within each group."""
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from flywheel.algorithms.base import Algorithm, ClipConfig
+from flywheel.algorithms.base import Algorithm
 from flywheel.algorithms.grpo import masked_group_centre
 from flywheel.algorithms.ppo_clip import ClippedSurrogate
+from flywheel.config.algorithms import ReinforcePPBaselineConfig, ReinforcePPConfig
 
 
 def reinforce_pp_advantages(rewards: torch.Tensor, eps: float = 1e-6, valid: torch.Tensor | None = None) -> torch.Tensor:
@@ -35,13 +33,6 @@ def reinforce_pp_baseline_advantages(rewards: torch.Tensor, eps: float = 1e-6, v
     return centred / (centred.std() + eps)
 
 
-class ReinforcePPConfig(ClipConfig):
-    name: Literal["reinforce_pp"] = "reinforce_pp"
-    kl_beta: float = Field(0.001, ge=0, description="KL-to-reference weight; 0 loads no reference model.")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field("k1", description="Per-token KL estimator.")
-    kl_placement: Literal["loss", "reward"] = Field("reward", description="Add the KL to the loss, or subtract its sequence sum from the reward.")
-
-
 class ReinforcePP(ClippedSurrogate, Algorithm):
     """REINFORCE++: batch-whitened returns (the KL to the reference subtracted from the reward)."""
 
@@ -49,10 +40,6 @@ class ReinforcePP(ClippedSurrogate, Algorithm):
 
     def advantages(self, rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
         return reinforce_pp_advantages(rewards, valid=valid)
-
-
-class ReinforcePPBaselineConfig(ClipConfig):
-    name: Literal["reinforce_pp_baseline"] = "reinforce_pp_baseline"
 
 
 class ReinforcePPBaseline(ReinforcePP):

@@ -1,11 +1,10 @@
 """RLOO advantages (Ahmadian et al. 2024, "Back to Basics"): a leave-one-out baseline within each group."""
 
-from typing import Literal
-
 import torch
 
-from flywheel.algorithms.base import Algorithm, ClipConfig
+from flywheel.algorithms.base import Algorithm
 from flywheel.algorithms.ppo_clip import ClippedSurrogate
+from flywheel.config.algorithms import RLOOConfig
 
 
 def rloo_advantages(rewards: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
@@ -26,10 +25,6 @@ def rloo_advantages(rewards: torch.Tensor, valid: torch.Tensor | None = None) ->
         raise ValueError(f"RLOO needs at least 2 samples per group, got {n}")
     others_mean = (rewards.sum(dim=1, keepdim=True) - rewards) / (n - 1)
     return rewards - others_mean
-
-
-class RLOOConfig(ClipConfig):
-    name: Literal["rloo"] = "rloo"
 
 
 class RLOO(ClippedSurrogate, Algorithm):

@@ -1,10 +1,10 @@
-"""Inference engines behind one seam, ``base.Engine``; ``engines.config`` selects one by name."""
+"""Inference engines behind one seam, ``base.Engine``; ``config.engine`` selects one by name."""
 
 from __future__ import annotations
 
 from importlib import import_module
 
-from flywheel.engines.config import EngineConfig
+from flywheel.config.engine import EngineConfig
 
 
 def engine_class(config: EngineConfig) -> type:

@@ -12,25 +12,14 @@ never which) and another try; the last attempt's pass rate is the reward.
 
 from __future__ import annotations
 
-import atexit
 import random
-from functools import cache
 from typing import Literal
 
 from flywheel.envs.base import StepResult, Task, final
 from flywheel.envs.code_problems import PROBLEMS, Problem
 from flywheel.envs.registry import register_env
-from flywheel.rewards.code import hidden_tests_reward
+from flywheel.rewards.code import hidden_tests_reward, shared_sandbox
 from flywheel.sandbox import Sandbox
-
-
-@cache
-def shared_sandbox(cgroup: str = "required") -> Sandbox:
-    """One sandbox pool per process (and cgroup mode), started on first use and closed at exit."""
-    sandbox = Sandbox(workers=2, cpu_seconds=5, memory_mb=512, wall_timeout_s=10, cgroup=cgroup)
-    sandbox.start()
-    atexit.register(sandbox.close)
-    return sandbox
 
 
 def make_task(problem: Problem, rng: random.Random, hidden_cases: int) -> Task:

@@ -10,7 +10,7 @@ import sys
 from html import escape
 from pathlib import Path
 
-from flywheel.monitor.timeline import Span, read_timeline
+from flywheel.timeline import Span, read_timeline
 
 ACTOR_ORDER = ("controller", "trainer", "engine", "reward", "env")
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")

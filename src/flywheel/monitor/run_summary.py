@@ -13,7 +13,7 @@ import yaml
 from flywheel.config import Config
 from flywheel.monitor.alerts import read_alerts
 from flywheel.monitor.metrics import read_metrics
-from flywheel.monitor.timeline import Span, read_timeline
+from flywheel.timeline import Span, read_timeline
 
 HEADLINE = (
     "reward/mean",

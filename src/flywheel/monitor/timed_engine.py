@@ -1,13 +1,9 @@
-"""Engines as the timeline sees them: each replica's generate and weight-load spans, and a group's
-environment time (the gaps between its generate calls).
+"""Engines as the timeline sees them: each replica's generate and weight-load spans.
 
 ``TimedEngine`` wraps one replica behind the router: a span per ``generate`` request (a group's
 turn), per ``load_weights`` and, within it, the ``pause`` the engine reported (its end taken as the
 load's end). Its actor name is ``engine-<i>``, i its slot in the router (a restarted replica takes
 the dead one's slot and name).
-
-``GroupClock`` wraps the engine one group generates on and notes when each of its generate calls
-ran; what a group does between its calls (and after its last one) is its environments' steps.
 """
 
 from __future__ import annotations
@@ -16,8 +12,8 @@ import time
 from collections.abc import Callable
 
 from flywheel.engines.base import Engine
-from flywheel.monitor.timeline import Timeline
 from flywheel.rollout.router import EngineFactory, EngineRouter, Rejoin
+from flywheel.timeline import Timeline
 from flywheel.types import Completion
 from flywheel.weights.base import WeightUpdate
 
@@ -67,30 +63,3 @@ def timed_router(
 def untimed(engines: list[Engine]) -> list[Engine]:
     """The replicas of a ``timed_router`` without their timing."""
     return [e.engine if isinstance(e, TimedEngine) else e for e in engines]
-
-
-class GroupClock:
-    """An Engine that forwards to ``engine`` and notes the (start, end) of each generate call."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine, self.calls = engine, []
-
-    async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
-    ) -> list[list[Completion]]:
-        start = time.time()
-        try:
-            return await self.engine.generate(prompts, n, temperature, max_tokens, seed, stop)
-        finally:
-            self.calls.append((start, time.time()))
-
-    async def load_weights(self, update: WeightUpdate) -> float:
-        return await self.engine.load_weights(update)
-
-    def shutdown(self) -> None:
-        self.engine.shutdown()
-
-    def gaps(self, end: float) -> list[tuple[float, float]]:
-        """From the end of each call to the start of the next, the last one to ``end``."""
-        starts = [start for start, _ in self.calls[1:]] + [end]
-        return [(stop, start) for (_, stop), start in zip(self.calls, starts) if start >= stop]

@@ -17,13 +17,24 @@ would run it; the verdicts come from the host's comparison, never from the child
 from __future__ import annotations
 
 import ast
+import atexit
 import textwrap
 from collections.abc import Iterator, Sequence
+from functools import cache
 from typing import Any
 
 from flywheel.sandbox import Sandbox, TestReport
 
 _PYTHON_TAGS = ("", "python", "py", "python3")
+
+
+@cache
+def shared_sandbox(cgroup: str = "required") -> Sandbox:
+    """One sandbox pool per process (and cgroup mode), started on first use and closed at exit."""
+    sandbox = Sandbox(workers=2, cpu_seconds=5, memory_mb=512, wall_timeout_s=10, cgroup=cgroup)
+    sandbox.start()
+    atexit.register(sandbox.close)
+    return sandbox
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:

@@ -49,7 +49,7 @@ def reward_pipeline(config: Config, env_guards: Sequence[str], policy_engine: En
     if not (resolve_guards(r, env_guards) or r.judge.enabled or r.reward_model.path or r.functions):
         return None, actors
     scorers, judge = [Scorer("task", task_scores)], None
-    scorers += [trl_scorer(load_function(f.name), f.metric, f.weight) for f in r.functions]
+    scorers += [trl_scorer(load_function(f.name), f.metric, f.weight, r.function_timeout_s) for f in r.functions]
     if r.reward_model.path:
         from flywheel.rewards.reward_model import RewardModel
 

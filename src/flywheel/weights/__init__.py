@@ -1,11 +1,11 @@
-"""Weight transports from trainer to engines behind one seam, ``base.WeightTransport``; ``weights.config`` selects one by name."""
+"""Weight transports from trainer to engines behind one seam, ``base.WeightTransport``; ``config.weights`` selects one by name."""
 
 from __future__ import annotations
 
 from importlib import import_module
 
+from flywheel.config.weights import TransportConfig
 from flywheel.weights.base import WeightTransport
-from flywheel.weights.config import TransportConfig
 
 
 def open_transport(config: TransportConfig, engines: int) -> WeightTransport:

@@ -6,7 +6,7 @@ RPC) in place of the tensors. Engine side, each worker process joins the update'
 (``join``, where the transport has one) and calls ``update.receive(link)`` inside vLLM's weight-update
 session, feeding the (name, tensor) pairs to its model's weight loader. A transport is a new file
 here: a ``WeightUpdate`` subclass (its ``receive``) and a ``WeightTransport`` (its ``publish``), plus
-a member of ``weights.config.TransportConfig``.
+a member of ``config.weights.TransportConfig``.
 """
 
 from __future__ import annotations

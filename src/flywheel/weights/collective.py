@@ -50,8 +50,8 @@ import ray
 import torch
 from torch.distributed import BroadcastOptions, ProcessGroupGloo, TCPStore
 
+from flywheel.config.weights import CollectiveTransportConfig
 from flywheel.weights.base import WeightUpdate, split_aliases
-from flywheel.weights.config import CollectiveTransportConfig
 
 ALIGN = 64  # bytes: every tensor starts at a multiple of this in its bucket, so its typed view is aligned
 

@@ -20,8 +20,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from flywheel.config.weights import FileTransportConfig
 from flywheel.weights.base import WeightUpdate, split_aliases
-from flywheel.weights.config import FileTransportConfig
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,15 @@
-"""Typed configuration: one home per default, validated once at load.
-
-A config is a YAML file whose keys mirror the sections below, plus dotted command-line overrides
-(``trainer.lr=1e-5``). Unknown keys, wrong types and bad values are rejected with one sentence that
-names the key; the resolved config is written into the run directory.
-"""
+"""The sections of a config and the whole ``Config``: one home per default, every field documented here."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
-from pydantic.types import Discriminator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flywheel.algorithms import ALGORITHMS, AnyAlgorithmConfig
-from flywheel.engines.config import EngineConfig, VLLMConfig
-from flywheel.weights.config import FileTransportConfig, TransportConfig
-
-
-class ConfigError(ValueError):
-    """A user mistake in a config file or override; its message is one sentence naming what to fix."""
+from flywheel.config.algorithms import ALGORITHM_CONFIGS, AnyAlgorithmConfig
+from flywheel.config.engine import EngineConfig, VLLMConfig
+from flywheel.config.weights import FileTransportConfig, TransportConfig
 
 
 class Section(BaseModel):
@@ -66,7 +53,8 @@ class TaskConfig(Section):
     grader: str = Field(
         "exact",
         min_length=1,
-        description="What scores an answer: exact, numeric, math, code, judge, or 'module:function' (fn(answer, reference, row) -> float).",
+        description="What scores an answer: exact, numeric, math, code, judge, or 'module:function' (fn(answer, reference, row) -> float); "
+        "a grader that raises or outlives the episode's time limit (env_args.time_limit_s, 60 s) makes that episode invalid.",
     )
     grader_args: dict[str, Any] = Field(
         {},
@@ -80,6 +68,11 @@ class TaskConfig(Section):
     reference_extraction: Literal["boxed", "tag", "last_number", "gsm8k", "whole"] = Field(
         "whole", description="Where the reference is in the answer column's text (gsm8k: GSM8K's worked solution ending in '#### N')."
     )
+    long_prompts: Literal["skip", "refuse"] = Field(
+        "skip",
+        description="A row of task.dataset whose prompt leaves less than rollout.max_new_tokens of the model's context: skipped and counted "
+        "(rollout/long_prompts_skipped and a line at the start), or refused at load (one sentence naming the row).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -92,7 +85,7 @@ class TaskConfig(Section):
     def _dataset_keys_fit(self) -> TaskConfig:
         fields = type(self).model_fields
         if self.dataset is None:
-            unused = [key for key in DATASET_KEYS if getattr(self, key) != fields[key].default]
+            unused = [key for key in (*DATASET_KEYS, "long_prompts") if getattr(self, key) != fields[key].default]
             if unused:
                 raise ValueError(f"task.{unused[0]} does nothing without task.dataset; set task.dataset to the file of prompts and answers")
             if self.name == "dataset":
@@ -135,6 +128,18 @@ class RolloutConfig(Section):
     )
     invalid_alert_rate: float = Field(0.2, ge=0, le=1, description="Alert when a step's share of invalid episodes exceeds this.")
     stop_on_invalid: bool = Field(False, description="Stop the run at the first invalid-episode alert.")
+    stall_steps: int = Field(
+        5,
+        ge=1,
+        description="The run stops (exit code 5) once this many steps' worth of groups in a row (stall_steps * prompts_per_step * the "
+        "algorithm's sampling rounds) were admitted and none trained: all invalid, too stale or uninformative.",
+    )
+    stall_timeout_s: float = Field(
+        900.0,
+        gt=0,
+        description="The run stops (exit code 5) when no group finishes for this long (an engine that never answers); time with no live "
+        "engine replica is not counted.",
+    )
     max_engine_restarts: int = Field(
         3,
         ge=0,
@@ -254,7 +259,7 @@ class RunConfig(Section):
     )
     max_restarts: int = Field(3, ge=0, description="With run.supervise: restarts allowed before the run ends (exit code 4).")
     checkpoint_on_stop: bool = Field(
-        True, description="On SIGTERM or SIGINT, checkpoint the last step done before exiting (exit code 5); a second signal stops at once."
+        True, description="On SIGTERM or SIGINT, checkpoint the last step done before exiting (exit code 6); a second signal stops at once."
     )
     stop_timeout_s: float = Field(
         60.0,
@@ -348,6 +353,19 @@ class RewardConfig(Section):
     alert_rise: float = Field(0.05, ge=0, description="Alert when a rate exceeds its running baseline (EMA) by more than this.")
     alert_decay: float = Field(0.9, ge=0, lt=1, description="Decay of the running baseline of each rate.")
     stop_on_hacking: bool = Field(False, description="Stop the run at the first hacking alert.")
+    function_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Time limit of one call of a reward function (one call per group): past it, or when it raises, the group's episodes "
+        "are invalid (reward/timeouts, reward/errors) and the run goes on.",
+    )
+    check_rows: int = Field(
+        0,
+        ge=0,
+        description="At load, call each reward function and a 'module:function' task.grader on this many rows of task.dataset (their "
+        "reference answers as the completions) and refuse the config, in one sentence, when one raises, times out or returns the wrong "
+        "shape; 0: off.",
+    )
     judge: JudgeConfig = JudgeConfig()
     reward_model: RewardModelConfig = RewardModelConfig()
 
@@ -407,7 +425,7 @@ class Config(Section):
     engine: EngineConfig = VLLMConfig()
     weights: TransportConfig = FileTransportConfig()
     algorithm: AnyAlgorithmConfig = Field(
-        default_factory=lambda: ALGORITHMS["grpo"].config_type(),
+        default_factory=lambda: ALGORITHM_CONFIGS["grpo"](),
         description="The algorithm, chosen by algorithm.name; its fields are those of that algorithm.",
     )
     trainer: TrainerConfig = TrainerConfig()
@@ -426,192 +444,3 @@ class Config(Section):
         if self.task.dataset is not None and self.task.grader == "judge" and not self.reward.judge.enabled:
             raise ValueError("task.grader 'judge' scores with the LLM judge: set reward.judge.enabled=true (and its endpoint or engine)")
         return self
-
-
-def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
-    *parents, leaf = dotted.split(".")
-    node = tree
-    for i, key in enumerate(parents):
-        child = node.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override '{dotted}': '{'.'.join(parents[: i + 1])}' is a value, not a section")
-        node = child
-    node[leaf] = value
-
-
-def _parse_override(text: str) -> tuple[str, Any]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"override '{text}' is not of the form section.key=value")
-    try:
-        return key, yaml.safe_load(raw) if raw else ""
-    except yaml.YAMLError:
-        return key, raw
-
-
-def _describe(error: dict[str, Any]) -> str:
-    loc = error["loc"]
-    if loc[:1] == ("algorithm",) and len(loc) > 1 and loc[1] in ALGORITHMS:  # the union's tag
-        name = loc[1]
-        if error["type"] == "extra_forbidden":
-            known = ", ".join(ALGORITHMS[name].config_type.model_fields)
-            return f"'{'.'.join(map(str, (loc[0], *loc[2:])))}' is not a setting of algorithm '{name}' (its keys: {known})"
-    if error["type"] == "union_tag_invalid":
-        return f"unknown algorithm.name {error['ctx']['tag']!r}: use one of {', '.join(ALGORITHMS)}"
-    keys, section = _walk(loc)
-    key = ".".join(keys) or "config"
-    if error["type"] == "extra_forbidden":
-        known = ", ".join(section.model_fields) if section else ""
-        return f"unknown key '{key}' (known keys here: {known})"
-    return f"bad value for '{key}': {error['msg'].rstrip('.')} (got {error['input']!r})"
-
-
-def _walk(loc: tuple) -> tuple[list[str], type[BaseModel] | None]:
-    """The keys of an error location as the user wrote them (without the member name pydantic adds
-    inside a section keyed on ``name``, such as ``engine``) and the section holding the last key."""
-    keys: list[str] = []
-    holder, model, members = None, Config, None
-    for part in map(str, loc):
-        if members is not None:  # the member the section's ``name`` chose: not a key
-            model, members = members.get(part), None
-            continue
-        keys.append(part)
-        holder = model
-        model, members = _section(model.model_fields.get(part) if model else None)
-    return keys, holder
-
-
-def _section(field: FieldInfo | None) -> tuple[type[BaseModel] | None, dict[str, type[BaseModel]] | None]:
-    """The section a field holds, or (None, its members by name) for a union keyed on ``name``."""
-    if field is None:
-        return None, None
-    if any(isinstance(m, Discriminator) for m in field.metadata):
-        return None, {m.model_fields["name"].default: m for m in _models(field.annotation)}
-    plain = field.annotation
-    return (plain if isinstance(plain, type) and issubclass(plain, BaseModel) else None), None
-
-
-def _models(annotation: Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in get_args(annotation) for m in _models(arg)]
-
-
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
-    """Loads YAML (or only defaults when path is None), applies dotted overrides, validates."""
-    tree: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file '{path}' does not exist")
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark else ""
-            raise ConfigError(f"config file '{path}' is not valid YAML{where}; fix its syntax") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"config file '{path}' must hold a mapping of sections, not a {type(loaded).__name__}")
-        tree = loaded or {}
-    return config_from_dict(tree, overrides, path)
-
-
-def config_from_dict(tree: dict[str, Any], overrides: list[str] = (), path: str | Path | None = None) -> Config:
-    """Validates a config tree (as a YAML file holds it) with dotted overrides applied; ``path`` names
-    its file in error sentences. The checks of ``load_config``; the tree is not changed."""
-    import copy
-
-    tree = copy.deepcopy(tree)
-    for text in overrides:
-        _set_dotted(tree, *_parse_override(text))
-    try:
-        config = Config.model_validate(tree)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        prefix = f"{path}: " if path is not None else ""
-        if error["type"] == "value_error":  # a model validator's own sentence
-            raise ConfigError(prefix + str(error["ctx"]["error"])) from None
-        raise ConfigError(prefix + _describe(error)) from None
-    if config.run.resume is not None and not any(Path(config.run.resume).glob("checkpoints/step_*/trainer_state.pt")):
-        raise ConfigError(f"run.resume '{config.run.resume}' holds no checkpoint to resume from (checkpoints/step_N/trainer_state.pt)")
-    if config.eval.engines and not config.weights.engines_can_rejoin:
-        raise ConfigError(
-            f"eval.engines needs a weight transport that engines can join at any time (weights.name=file), not weights.name={config.weights.name}"
-        )
-    evals = [f"eval.environments.{key}: {problem}" for key, task in config.eval.environments.items() if (problem := _task_problem(task))]
-    problems = (_task_problem(config.task), *evals, _functions_problem(config.reward.functions), _guards_problem(config.reward.guards))
-    for problem in (*problems, model_problem(config.model.path)):
-        if problem:
-            raise ConfigError(problem)
-    return config
-
-
-def _task_problem(task: TaskConfig) -> str | None:
-    """Whether the environment exists and its env_args fit its constructor (nothing is instantiated:
-    an environment may start processes)."""
-    import importlib
-    import inspect
-
-    from flywheel.envs.registry import env_factory, known_envs
-
-    for module in task.imports:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            return f"task.imports: cannot import {module!r} ({error})"
-    if task.name not in known_envs():
-        return f"unknown task.name {task.name!r}: use one of the environments {', '.join(known_envs())} (or add the module registering yours to task.imports)"
-    try:
-        inspect.signature(env_factory(task.name)).bind(**task.env_kwargs())
-    except TypeError as error:
-        return f"task.env_args do not fit environment {task.name!r}: {error}"
-    if task.dataset is not None:
-        from flywheel.envs.dataset import dataset_problem
-
-        return dataset_problem(**task.env_kwargs())
-    return None
-
-
-def _functions_problem(functions: list[RewardFunctionConfig]) -> str | None:
-    """Whether every reward function can be imported (importing its module, as task.imports does)."""
-    from flywheel.rewards.user_functions import load_function
-
-    for function in functions:
-        try:
-            load_function(function.name)
-        except ValueError as error:
-            return f"reward.functions: {error}"
-    return None
-
-
-def _guards_problem(guards: tuple[str, ...] | None) -> str | None:
-    from flywheel.rewards.guards import default_guards
-
-    known = [g.name for g in default_guards()]
-    unknown = [name for name in guards or () if name not in known]
-    return f"reward.guards: unknown guard {unknown[0]!r}; known guards: {', '.join(known)}" if unknown else None
-
-
-def model_problem(path: str) -> str | None:
-    """One sentence on what is missing or unreadable in a model directory, or None."""
-    from safetensors import safe_open
-
-    root = Path(path)
-    if not (root / "config.json").is_file():
-        return f"model.path '{path}' is not a Hugging Face model directory (no config.json)"
-    if not any((root / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json")):
-        return f"model.path '{path}' has no tokenizer files (tokenizer.json, tokenizer.model or vocab.json); copy them from the model's original directory"
-    index = root / "model.safetensors.index.json"
-    shards = sorted(set(yaml.safe_load(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
-    for shard in shards:
-        try:
-            with safe_open(str(root / shard), framework="pt") as f:
-                f.keys()
-        except Exception as error:  # noqa: BLE001 - any unreadable file gets the same sentence
-            return f"model.path '{path}': weights file '{shard}' cannot be read ({type(error).__name__}: {error}); use safetensors weights"
-    return None
-
-
-def dump_config(config: Config) -> str:
-    """The resolved config as YAML, loadable again by load_config."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
