@@ -153,7 +153,8 @@ async def _train(config: Config, workers: Workers, notes: list[str], signals: St
         signals.detach()
         await close(run)
     if signals.asked:
-        raise Preempted(signals.asked, run.completed, run.run_dir, newest_checkpoint(run.run_dir), at_once=run.abandoned == "at once")
+        how = {"dirty": "abandoning the step in flight", "at once": "at once by a second signal"}.get(run.abandoned, "at a step boundary")
+        raise Preempted(signals.asked, run.completed, run.run_dir, newest_checkpoint(run.run_dir), how)
     return run.run_dir
 
 

@@ -2,11 +2,12 @@
 to stop at its next safe point; a second signal stops it at once.
 
 Who handled them before: ``ray.init`` replaces the driver's SIGTERM handler with ``sys.exit``, which
-raised inside the event loop and ended in Ray's core worker aborting (exit 134, an abseil stack dump).
-Ray starts its own processes (GCS, raylet, workers, and through them the engines' processes) with
-SIGINT blocked, so a Ctrl-C to the process group reaches the driver alone. ``StopSignals`` takes both
-signals over in the driver (again after ``ray.init``) and hands them to the loop, which stops at a step
-boundary (controller.py) and exits with ``EXIT_PREEMPTED``.
+raised inside the event loop and ended in Ray's core worker aborting (exit 134, an abseil stack dump);
+SIGINT met ``asyncio.run``'s own handler, which only cancels the loop's main task once (the run went
+on). Ray starts its own processes (GCS, raylet, workers, and through them the engines' processes)
+with SIGINT blocked, so a Ctrl-C to the process group reaches the driver alone. ``StopSignals`` takes
+both signals over in the driver (again after ``ray.init``; ``asyncio.run`` then leaves SIGINT alone)
+and hands them to the loop, which stops at a step boundary (controller.py); the CLI exits with 6.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 class Preempted(RuntimeError):
     """A signal stopped the run; ``checkpoint``: the checkpoint to resume from (None when there is none)."""
 
-    def __init__(self, signal_name: str, completed: int, run_dir: Path, checkpoint: Path | None, at_once: bool = False) -> None:
+    def __init__(self, signal_name: str, completed: int, run_dir: Path, checkpoint: Path | None, how: str = "at a step boundary") -> None:
         self.run_dir, self.checkpoint = run_dir, checkpoint
-        how = "at once by a second signal" if at_once else "at a step boundary"
         if checkpoint is None:
             then = "no checkpoint was saved, so start the run again"
         else:
