@@ -1,12 +1,14 @@
 """A run that can train nothing stops with one sentence, never hangs, through the real CLI (each run starts its
 own Ray and engine): a dataset grader that always raises, an environment whose reward is always NaN. Exit
-code 5; the sentence gives the share of invalid episodes and the first error; errors/ holds its traceback.
+code 5; the sentence gives the share of invalid episodes and the first error; errors/ holds its traceback;
+no process of the run is left behind.
 The first run's dataset also has rows too long for the model's context: they are skipped and said so."""
 
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -15,9 +17,29 @@ STALL = ("rollout.max_staleness=0", "algorithm.off_policy=none", "run.progress=f
 
 
 def train(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """``flywheel train`` in a session of its own; after it exits, no process of that session (Ray, engines,
+    trainer) may be left."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "flywheel.cli", "train", str(REPO / "configs/quickstart.yaml"), *STALL, f"run.output_dir={tmp_path}", *overrides]
-    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    stdout, stderr = process.communicate(timeout=400)
+    deadline = time.monotonic() + 30
+    while session(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not session(process.pid), f"left behind: {session(process.pid)}"
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def session(sid: int) -> list[str]:
+    """Command lines of the live processes of session ``sid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.getsid(int(entry.name)) == sid:
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120])
+        except OSError:  # gone meanwhile
+            pass
+    return found
 
 
 def test_a_grader_that_always_raises_stops_the_run_with_one_sentence(tmp_path):
