@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from helpers import SYNC, assert_matches_golden
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,6 +83,7 @@ def stopped_line(stderr: str) -> str:
     return line
 
 
+@pytest.mark.slow  # three CLI runs, each starting its engine (about 40 s each on a quiet machine)
 def test_signals_stop_the_run_resumably_and_the_resume_is_exact(tmp_path):
     run_dir = tmp_path / "quickstart"
 
