@@ -31,21 +31,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from pathlib import Path
 
 import ray
-import torch
 from transformers import AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
-from flywheel.cluster.cores import split_for_async
-from flywheel.cluster.heap import startup_heap_frozen
-from flywheel.cluster.mpi import launched_by_mpi
-from flywheel.cluster.workers import Workers, start_workers
+from flywheel.cluster.workers import Workers, local_run_spec, run_spec, start_reward_actors, start_workers
 from flywheel.config import Config
+from flywheel.engines.heap import startup_heap_frozen
 from flywheel.envs.registry import env_factory
 from flywheel.eval.background import start_background_eval
 from flywheel.eval.heldout import eval_metrics, eval_sets
@@ -128,14 +124,12 @@ def train(config: Config, workers: Workers | None = None) -> Path:
     Workers started here for an asynchronous run on one CPU machine get separate cores (cluster/cores.py).
     """
     own_workers, own_ray = workers is None, not ray.is_initialized()
-    notes: list[str] = []  # lines for the run's log
-    if own_workers and not launched_by_mpi():
-        config, split = split_for_async(config, os.sched_getaffinity(0), torch.cuda.is_available())
-        notes = [split] if split else []
-    workers = workers or start_workers(config, open_transport(config.weights, config.rollout.engines))
+    if workers is None:
+        spec = local_run_spec(config)
+        config, workers = spec.config, start_workers(spec, open_transport(config.weights, config.rollout.engines))
     try:
         with startup_heap_frozen():  # a full collection would walk every module and Ray's state, stalling the loop
-            return asyncio.run(_train(config, workers, notes))
+            return asyncio.run(_train(config, workers, list(workers.notes)))
     finally:
         if own_workers:
             workers.shutdown()
@@ -175,8 +169,11 @@ async def _train(config: Config, workers: Workers, notes: list[str]) -> Path:
     )
     env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
     log = Trackers(run_dir, config)  # before the reward actors: a busy Prometheus port fails here
-    pipeline, reward_actors = reward_pipeline(config, env_guards, router)  # a policy judge follows restarted replicas
-    background = start_background_eval(config, tokenizer, tasks, more_evals) if config.eval.engines else None
+    spec = run_spec(config)  # the specs of the run's other actors (config is resolved already)
+    reward_actors = start_reward_actors(spec)
+    # a judge on the policy's engines calls the router, so it follows restarted replicas
+    pipeline = reward_pipeline(config, env_guards, router, reward_actors.judge, reward_actors.score_texts())
+    background = start_background_eval(spec.eval_engines, tokenizer, tasks, more_evals, config) if spec.eval_engines else None
     dump = RolloutDump(run_dir / "rollouts.jsonl" if config.run.dump_rollouts else None)
     faults = FaultLog(run_dir / "errors")
     started = time.perf_counter()
