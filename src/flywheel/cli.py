@@ -5,7 +5,10 @@
 Exit codes: 0 the run finished; 2 a config error or a machine that cannot give what the config asks
 (one sentence, nothing started); 3 an alert stopped the run (its config asked for that); 4 a trainer
 rank died (with run.supervise: past run.max_restarts, or before the first checkpoint); the message
-names the checkpoint to resume from; 1 every engine replica died and none may restart. Started by ``mpirun -np N``, every process runs this command:
+names the checkpoint to resume from; 5 the run could make no progress (rollout.stall_steps steps' worth of
+groups in a row trained none, or no group finished in rollout.stall_timeout_s): the sentence gives the share of
+invalid episodes and the first error; 1 every engine replica died and none may restart. A user function that
+returns the wrong shape or type (a reward function, a grader) is a config error: 2, at its first call. Started by ``mpirun -np N``, every process runs this command:
 rank 0 the run, the others its trainer ranks (``cluster/mpi.py``); a nonzero code aborts the job.
 """
 
@@ -16,7 +19,7 @@ import sys
 
 from flywheel.config import Config, ConfigError
 
-EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST = 1, 2, 3, 4
+EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST, EXIT_NO_PROGRESS = 1, 2, 3, 4, 5
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,16 +132,25 @@ def run(config: Config) -> int:
     """Runs the training ``config`` asks for; its exit code, a stop or error told in one sentence."""
     from flywheel.cluster.workers import ClusterUnavailable
     from flywheel.controller import RunStopped, TrainerLost, train
+    from flywheel.monitor.run_dir import run_dir_problem
+    from flywheel.rewards.faults import UserFunctionBug
     from flywheel.rewards.pipeline import HackingStop
     from flywheel.rollout.router import NoEngineLeft
+    from flywheel.rollout.stream import NoProgress
     from flywheel.sandbox import SandboxUnavailable
     from flywheel.supervisor import supervise
 
+    if problem := run_dir_problem(config):  # before anything starts
+        print(f"flywheel: error: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         supervise(config) if config.run.supervise else train(config)
-    except (SandboxUnavailable, ClusterUnavailable) as exc:  # the machine or cluster cannot give what was asked: the user decides
+    except (SandboxUnavailable, ClusterUnavailable, UserFunctionBug) as exc:  # what was asked cannot work: the user decides
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except NoProgress as exc:
+        print(f"flywheel: stopped: {exc}", file=sys.stderr)
+        return EXIT_NO_PROGRESS
     except (HackingStop, RunStopped) as exc:
         print(f"flywheel: stopped: {exc}", file=sys.stderr)
         return EXIT_STOPPED

@@ -142,7 +142,7 @@ def watch_invalid(step: int, row: dict[str, float], config: Config) -> list[Aler
     rate, limit = row["rollout/invalid_frac"], config.rollout.invalid_alert_rate
     if rate <= limit:
         return []
-    text = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
+    text = f"{rate:.0%} of this step's episodes were invalid (environment errors {row['env/errors']:.0f}, timeouts {row['env/timeouts']:.0f}, non-finite rewards {row['reward/nonfinite']:.0f}, reward errors {row['reward/errors']:.0f}, reward timeouts {row['reward/timeouts']:.0f}), above rollout.invalid_alert_rate {limit:.0%}; first tracebacks in errors/."
     return [Alert(step, "invalid_episodes", text)]
 
 

@@ -61,6 +61,13 @@ METRICS: tuple[Metric, ...] = (
         "reward.functions by its function name (over the samples it did not answer None for)",
     ),
     Metric("reward/nonfinite", "episodes", "episodes whose reward was NaN or infinite (left out of the advantages)"),
+    Metric(
+        "reward/errors",
+        "episodes",
+        "episodes whose scoring raised (left out of the advantages): a reward function of reward.functions (its whole group), a guard, "
+        "the judge's verdict parser",
+    ),
+    Metric("reward/timeouts", "episodes", "episodes whose reward function outlived reward.function_timeout_s (its whole group)"),
     Metric("loss/policy", "loss", "the policy loss (mean over the step's optimiser steps)"),
     Metric("loss/clip_frac", "share", "share of tokens (GSPO: sequences; CISPO: weights) clipped"),
     Metric("loss/dual_clip_frac", "share", "share of tokens clipped by the dual clip"),
@@ -98,6 +105,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("rollout/dropped_stale", "groups", "groups dropped as too stale (and replaced)"),
     Metric("rollout/dropped_uninformative", "groups", "groups dropped because all their rewards were equal (dynamic sampling, and replaced)"),
     Metric("rollout/dropped_invalid_groups", "groups", "groups dropped for too few valid episodes (and replaced)"),
+    Metric(
+        "rollout/long_prompts_skipped",
+        "tasks",
+        "train rows of task.dataset left out at the start: their prompts leave less than rollout.max_new_tokens of the model's context",
+    ),
     Metric("rollout/invalid_frac", "share", "share of the step's episodes that were invalid"),
     Metric("env/errors", "episodes", "episodes whose environment raised"),
     Metric("env/timeouts", "episodes", "episodes that outlived the time limit"),

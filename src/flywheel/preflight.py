@@ -12,7 +12,7 @@ import inspect
 from pathlib import Path
 
 from flywheel.config import Config, ConfigError, RewardFunctionConfig, TaskConfig, load_config
-from flywheel.envs.dataset import dataset_problem
+from flywheel.envs.dataset import dataset_problem, function_check_problem, long_prompt_problem
 from flywheel.envs.registry import env_factory, known_envs
 from flywheel.rewards.guards import default_guards
 from flywheel.rewards.user_functions import load_function
@@ -23,6 +23,15 @@ def check_config(config: Config) -> Config:
     evals = [f"eval.environments.{key}: {problem}" for key, task in config.eval.environments.items() if (problem := task_problem(task))]
     for problem in (task_problem(config.task), *evals, functions_problem(config.reward.functions), guards_problem(config.reward.guards)):
         if problem:
+            raise ConfigError(problem)
+    if config.task.dataset is not None and config.task.long_prompts == "refuse":
+        if problem := long_prompt_problem(config.model.path, config.rollout.max_new_tokens, **config.task.env_kwargs()):
+            raise ConfigError(problem)
+    if config.reward.check_rows:
+        if config.task.dataset is None:
+            raise ConfigError("reward.check_rows needs task.dataset (the rows it calls the functions on); set it to 0")
+        r = config.reward
+        if problem := function_check_problem(r.check_rows, [f.name for f in r.functions], r.function_timeout_s, **config.task.env_kwargs()):
             raise ConfigError(problem)
     return config
 

@@ -79,7 +79,10 @@ def test_stale_and_invalid_groups_do_not_use_up_the_rounds():
 
 def test_a_dead_admission_task_is_raised_to_the_consumer_not_left_to_hang():
     import asyncio
+    from types import SimpleNamespace
 
+    from flywheel.algorithms import make_algorithm
+    from flywheel.config import load_config
     from flywheel.rollout.stream import RolloutStream
 
     class Broken(RolloutStream):
@@ -87,7 +90,8 @@ def test_a_dead_admission_task_is_raised_to_the_consumer_not_left_to_hang():
             raise RuntimeError("admission broke")
 
     async def consume() -> None:
-        stream = Broken(None, None, None, None, {"accepted": 0, "next_position": 0, "pending": []}, None, None)
+        config, router = load_config(None), SimpleNamespace(downtime_s=lambda: 0.0)
+        stream = Broken(router, None, None, config, {"accepted": 0, "next_position": 0, "pending": []}, make_algorithm(config.algorithm), None)
         stream.start()
         await asyncio.wait_for(stream.next_group(), timeout=5)
 

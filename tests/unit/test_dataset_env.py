@@ -95,19 +95,19 @@ def test_chat_message_prompts_are_the_whole_prompt(tmp_path):
     assert env.step("<answer>4</answer>").reward == 1.0
 
 
-def test_loading_reads_only_the_header(tmp_path):
+def test_loading_reads_every_line(tmp_path):
     path = tmp_path / "rows.jsonl"
     path.write_text(json.dumps({"prompt": "1+1", "answer": "2"}) + "\n{broken\n")
-    config = load_run_config(None, [f"task.dataset={path}", "task.eval_size=1"])  # loads: the broken line is never read
-    with pytest.raises(DatasetFileError, match="line 2 is not valid JSON"):
-        load_tasks(config)
+    with pytest.raises(
+        ConfigError, match=rf"^task.dataset '{path}' line 2 is not valid JSON \(Expecting property name enclosed in double quotes\); write"
+    ):
+        load_run_config(None, [f"task.dataset={path}", "task.eval_size=1"])
 
 
-def test_a_row_without_its_reference_is_one_sentence(tmp_path):
+def test_a_row_without_its_reference_is_one_sentence_at_load(tmp_path):
     path = jsonl(tmp_path / "rows.jsonl", [{"question": "q1", "answer": "#### 1"}, {"question": "q2", "answer": "two"}])
-    config = load_run_config(None, [f"task.dataset={path}", "task.prompt_column=question", "task.reference_extraction=gsm8k", "task.eval_size=1"])
-    with pytest.raises(DatasetFileError, match=r"row 2: task.reference_extraction 'gsm8k' finds no answer in column 'answer' \('two'\); fix the row"):
-        load_tasks(config)
+    with pytest.raises(ConfigError, match=r"row 2: task.reference_extraction 'gsm8k' finds no answer in column 'answer' \('two'\); fix the row"):
+        load_run_config(None, [f"task.dataset={path}", "task.prompt_column=question", "task.reference_extraction=gsm8k", "task.eval_size=1"])
 
 
 @pytest.mark.parametrize(

@@ -99,7 +99,7 @@ def test_weights_combine_several_functions_and_async_ones():
 
 
 def test_a_wrong_number_of_scores_is_one_sentence():
-    with pytest.raises(ValueError, match=r"reward function 'bad' must return a list of 2 floats or None, one per completion \(got 1 values\)"):
+    with pytest.raises(ValueError, match=r"^reward function 'bad' must return a list of 2 floats or None, one per completion; it returned \[1.0\]$"):
         run(call_trl_function(lambda completions, **kwargs: [1.0], "bad", ["a", "b"], [task("x"), task("y")]))
 
 

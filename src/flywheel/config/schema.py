@@ -53,7 +53,8 @@ class TaskConfig(Section):
     grader: str = Field(
         "exact",
         min_length=1,
-        description="What scores an answer: exact, numeric, math, code, judge, or 'module:function' (fn(answer, reference, row) -> float).",
+        description="What scores an answer: exact, numeric, math, code, judge, or 'module:function' (fn(answer, reference, row) -> float); "
+        "a grader that raises or outlives the episode's time limit (env_args.time_limit_s, 60 s) makes that episode invalid.",
     )
     grader_args: dict[str, Any] = Field(
         {},
@@ -67,6 +68,11 @@ class TaskConfig(Section):
     reference_extraction: Literal["boxed", "tag", "last_number", "gsm8k", "whole"] = Field(
         "whole", description="Where the reference is in the answer column's text (gsm8k: GSM8K's worked solution ending in '#### N')."
     )
+    long_prompts: Literal["skip", "refuse"] = Field(
+        "skip",
+        description="A row of task.dataset whose prompt leaves less than rollout.max_new_tokens of the model's context: skipped and counted "
+        "(rollout/long_prompts_skipped and a line at the start), or refused at load (one sentence naming the row).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -79,7 +85,7 @@ class TaskConfig(Section):
     def _dataset_keys_fit(self) -> TaskConfig:
         fields = type(self).model_fields
         if self.dataset is None:
-            unused = [key for key in DATASET_KEYS if getattr(self, key) != fields[key].default]
+            unused = [key for key in (*DATASET_KEYS, "long_prompts") if getattr(self, key) != fields[key].default]
             if unused:
                 raise ValueError(f"task.{unused[0]} does nothing without task.dataset; set task.dataset to the file of prompts and answers")
             if self.name == "dataset":
@@ -122,6 +128,18 @@ class RolloutConfig(Section):
     )
     invalid_alert_rate: float = Field(0.2, ge=0, le=1, description="Alert when a step's share of invalid episodes exceeds this.")
     stop_on_invalid: bool = Field(False, description="Stop the run at the first invalid-episode alert.")
+    stall_steps: int = Field(
+        5,
+        ge=1,
+        description="The run stops (exit code 5) once this many steps' worth of groups in a row (stall_steps * prompts_per_step * the "
+        "algorithm's sampling rounds) were admitted and none trained: all invalid, too stale or uninformative.",
+    )
+    stall_timeout_s: float = Field(
+        900.0,
+        gt=0,
+        description="The run stops (exit code 5) when no group finishes for this long (an engine that never answers); time with no live "
+        "engine replica is not counted.",
+    )
     max_engine_restarts: int = Field(
         3,
         ge=0,
@@ -327,6 +345,19 @@ class RewardConfig(Section):
     alert_rise: float = Field(0.05, ge=0, description="Alert when a rate exceeds its running baseline (EMA) by more than this.")
     alert_decay: float = Field(0.9, ge=0, lt=1, description="Decay of the running baseline of each rate.")
     stop_on_hacking: bool = Field(False, description="Stop the run at the first hacking alert.")
+    function_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Time limit of one call of a reward function (one call per group): past it, or when it raises, the group's episodes "
+        "are invalid (reward/timeouts, reward/errors) and the run goes on.",
+    )
+    check_rows: int = Field(
+        0,
+        ge=0,
+        description="At load, call each reward function and a 'module:function' task.grader on this many rows of task.dataset (their "
+        "reference answers as the completions) and refuse the config, in one sentence, when one raises, times out or returns the wrong "
+        "shape; 0: off.",
+    )
     judge: JudgeConfig = JudgeConfig()
     reward_model: RewardModelConfig = RewardModelConfig()
 

@@ -12,19 +12,33 @@ them once per epoch), and either ``eval_dataset`` (at most ``eval_size`` of its 
 sample kept in file order) or ``eval_size`` rows of the train file held out by ``seed``.
 
 Nothing is read when the environment is made (one per episode); ``splits`` reads the files.
-``dataset_problem`` checks a config against the files' column names only.
+``dataset_problem`` checks a config at load: the files' column names, then every row (a malformed line,
+an encoding that is not UTF-8, a missing column or reference: one sentence naming the file and line or row).
+With ``reward.check_rows``, ``function_check_problem`` calls each reward function and a user grader
+on the first rows at load (their reference answers as the completions).
+A row whose rendered prompt leaves less than ``rollout.max_new_tokens`` of the model's context
+(``max_position_embeddings``) is skipped and counted (``long_prompts``), or refused at load when
+``task.long_prompts`` is 'refuse' (``long_prompt_problem``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from flywheel.envs.base import StepResult, Task, final
 from flywheel.envs.dataset_files import DatasetFileError, column_names, read_rows
+from flywheel.envs.episode import Renderer
 from flywheel.envs.registry import register_env
 from flywheel.rewards.extraction import Extraction, extract_answer
-from flywheel.rewards.graders import Grader, grader_problem, make_grader, needed_columns
+from flywheel.rewards.faults import RewardFault, UserFunctionBug
+from flywheel.rewards.graders import GRADERS, Grader, grader_problem, make_grader, needed_columns
+from flywheel.rewards.trl_functions import call_trl_function
+from flywheel.rewards.user_functions import load_function
 
 Message = dict[str, str]
 ROLES = ("system", "user", "assistant", "tool")
@@ -74,11 +88,7 @@ class DatasetEnv:
         return [t for i, t in enumerate(train) if i not in held], [train[i] for i in sorted(held)]
 
     def _tasks(self, path: str, key: str) -> list[Task]:
-        rows = read_rows(path, key)
-        return [
-            row_task(row, n, path, key, self.prompt_column, self.answer_column, self.reference_extraction, self.answer_tag)
-            for n, row in enumerate(rows, 1)
-        ]
+        return dataset_tasks(path, key, self.prompt_column, self.answer_column, self.reference_extraction, self.answer_tag)
 
     def reset(self, task: Task) -> str | list[Message]:
         self.answer, self.columns = task.answer, task.metadata["columns"]
@@ -101,6 +111,11 @@ def _grader(name: str, args: tuple) -> Grader:
     if (name, args) not in _GRADERS:
         _GRADERS[name, args] = make_grader(name, dict(args))
     return _GRADERS[name, args]
+
+
+def dataset_tasks(path: str, key: str, prompt_column: str, answer_column: str | None, reference_extraction: Extraction, tag: str) -> list[Task]:
+    """The task of every row of a dataset file, in file order; DatasetFileError names a bad file, line or row."""
+    return [row_task(row, n, path, key, prompt_column, answer_column, reference_extraction, tag) for n, row in enumerate(read_rows(path, key), 1)]
 
 
 def sample_indices(count: int, size: int, seed: int) -> list[int]:
@@ -146,10 +161,12 @@ def dataset_problem(
     answer_column: str | None = "answer",
     grader: str = "exact",
     grader_args: dict[str, Any] | None = None,
+    reference_extraction: Extraction = "whole",
+    answer_tag: str = "answer",
     **_: Any,
 ) -> str | None:
     """One sentence on what keeps the dataset keys of a config from working, or None; reads the files'
-    column names only (and imports a user grader's module)."""
+    column names, then every row (and imports a user grader's module)."""
     problem = grader_problem(grader, grader_args or {})
     if problem:
         return problem
@@ -168,4 +185,84 @@ def dataset_problem(
         for setting, column in wanted:
             if column not in columns:
                 return f"{setting} '{column}' is not a column of {key} '{path}' (its columns: {', '.join(columns)}); set {setting} to one of them"
+        try:
+            dataset_tasks(path, key, prompt_column, answer_column, reference_extraction, answer_tag)
+        except DatasetFileError as error:
+            return str(error)
+    return None
+
+
+def prompt_room(model_path: str, max_new_tokens: int) -> int | None:
+    """The most prompt tokens the model's context holds with ``max_new_tokens`` after them (None: its
+    config.json names no max_position_embeddings)."""
+    context = json.loads((Path(model_path) / "config.json").read_text()).get("max_position_embeddings")
+    return None if context is None else context - max_new_tokens
+
+
+def long_prompts(tasks: list[Task], tokenizer: Any, system_prompt: str | None, room: int) -> list[int]:
+    """Indices of the tasks whose prompt, rendered as an episode renders it, is longer than ``room`` tokens."""
+    renderer = Renderer(tokenizer, system_prompt)
+    return [i for i, t in enumerate(tasks) if len(renderer.prompt(t.metadata.get("messages", t.prompt))[0]) > room]
+
+
+def long_prompt_problem(
+    model_path: str,
+    max_new_tokens: int,
+    dataset: str,
+    prompt_column: str = "prompt",
+    answer_column: str | None = "answer",
+    reference_extraction: Extraction = "whole",
+    answer_tag: str = "answer",
+    system_prompt: str | None = None,
+    **_: Any,
+) -> str | None:
+    """One sentence naming the first row of ``dataset`` too long for the model's context, or None."""
+    from transformers import AutoTokenizer
+
+    room = prompt_room(model_path, max_new_tokens)
+    if room is None:
+        return None
+    tasks = dataset_tasks(dataset, "task.dataset", prompt_column, answer_column, reference_extraction, answer_tag)
+    long = long_prompts(tasks, AutoTokenizer.from_pretrained(model_path), system_prompt, room)
+    if not long:
+        return None
+    return (
+        f"task.dataset '{dataset}' row {long[0] + 1} (and {len(long) - 1} more) has a prompt longer than the model's context leaves room for "
+        f"({room} tokens: max_position_embeddings minus rollout.max_new_tokens); shorten those rows, or set task.long_prompts=skip to leave them out"
+    )
+
+
+def function_check_problem(
+    rows: int,
+    functions: Sequence[str],
+    timeout_s: float,
+    dataset: str,
+    prompt_column: str = "prompt",
+    answer_column: str | None = "answer",
+    reference_extraction: Extraction = "whole",
+    answer_tag: str = "answer",
+    grader: str = "exact",
+    **_: Any,
+) -> str | None:
+    """One sentence on the first reward function (``module:function`` specs) or user grader that raises,
+    times out or returns the wrong shape when called on the first ``rows`` rows of ``dataset``, their
+    reference answers standing for the completions; None when all answer."""
+    tasks = dataset_tasks(dataset, "task.dataset", prompt_column, answer_column, reference_extraction, answer_tag)[:rows]
+    where = f"on the first {len(tasks)} rows of task.dataset, their reference answers as the completions"
+    records = [{"prompt": t.prompt, "answer": t.answer, **t.metadata, "reward": 0.0, "model_turns": [t.answer], "completion_ids": []} for t in tasks]
+    for spec in functions:
+        try:
+            asyncio.run(call_trl_function(load_function(spec), spec.rpartition(":")[2], [t.answer for t in tasks], records, timeout_s))
+        except (RewardFault, UserFunctionBug) as error:
+            return f"reward.check_rows: {error} ({where})"
+    if grader in GRADERS:
+        return None
+    grade = make_grader(grader, {})
+    for number, task in enumerate(tasks, 1):
+        try:
+            grade(task.answer, task.answer, task.metadata["columns"])
+        except UserFunctionBug as error:
+            return f"reward.check_rows: {error} (on row {number} of task.dataset, its reference answer as the answer)"
+        except Exception as error:  # noqa: BLE001 - the user asked for this check: any error is the answer
+            return f"reward.check_rows: task.grader {grader!r} raised {type(error).__name__}: {error} (on row {number} of task.dataset, its reference answer as the answer)"
     return None

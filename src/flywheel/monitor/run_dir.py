@@ -1,9 +1,17 @@
 """The run directory: created without overwriting, reopened for a resume (what came after the checkpoint is
-dropped), and rollouts.jsonl, the fate of every admitted prompt."""
+dropped), and rollouts.jsonl, the fate of every admitted prompt.
+
+Checked before anything starts (``run_dir_problem``): the output directory can be created and written,
+and a resume has a readable checkpoint. A resume skips checkpoints that are incomplete or corrupt (a
+truncated trainer state, a shard shorter than its index says) and says which, resuming from the newest
+sound one.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 from flywheel.config import Config, dump_config
@@ -23,15 +31,76 @@ def new_run_dir(config: Config) -> Path:
 
 
 def newest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest checkpoint with both trainer and controller state (None if there is none)."""
+    """The newest checkpoint with both trainer and controller state, readable (None if there is none)."""
+    return sound_checkpoints(run_dir)[0]
+
+
+def sound_checkpoints(run_dir: Path) -> tuple[Path | None, list[str]]:
+    """The newest complete, readable checkpoint (None if none is), and one sentence for each newer one
+    that is corrupt."""
     complete = [p for p in run_dir.glob("checkpoints/step_*") if (p / "trainer_state.pt").is_file() and (p / "controller.json").is_file()]
-    return max(complete, key=lambda p: int(p.name.removeprefix("step_")), default=None)
+    corrupt = []
+    for checkpoint in sorted(complete, key=lambda p: int(p.name.removeprefix("step_")), reverse=True):
+        problem = checkpoint_problem(checkpoint)
+        if problem is None:
+            return checkpoint, corrupt
+        corrupt.append(f"checkpoint {checkpoint} is corrupt ({problem})")
+    return None, corrupt
+
+
+def checkpoint_problem(checkpoint: Path) -> str | None:
+    """What makes a complete checkpoint unreadable, in a few words, or None: its trainer state and
+    controller state must load, and every shard of the sharded state hold the bytes its index names."""
+    import torch
+    from torch.distributed.checkpoint import FileSystemReader
+
+    try:
+        torch.load(checkpoint / "trainer_state.pt", weights_only=True)
+    except Exception as error:  # noqa: BLE001 - any unreadable file gets the same sentence
+        return f"trainer_state.pt cannot be loaded: {type(error).__name__}: {error}"
+    try:
+        json.loads((checkpoint / "controller.json").read_text())
+    except (ValueError, OSError) as error:
+        return f"controller.json cannot be read: {type(error).__name__}: {error}"
+    try:
+        storage = FileSystemReader(checkpoint / "trainer").read_metadata().storage_data
+    except Exception as error:  # noqa: BLE001
+        return f"the index of its sharded state cannot be read: {type(error).__name__}: {error}"
+    ends: dict[str, int] = {}
+    for info in storage.values():
+        ends[info.relative_path] = max(ends.get(info.relative_path, 0), info.offset + info.length)
+    for name, end in sorted(ends.items()):
+        shard = checkpoint / "trainer" / name
+        size = shard.stat().st_size if shard.is_file() else None
+        if size is None or size < end:
+            return f"shard {name} of its sharded state holds {size or 0} bytes of the {end} its index names"
+    return None
 
 
 def latest_checkpoint(run_dir: Path) -> tuple[Path, dict]:
-    """The newest complete checkpoint and its controller state."""
-    latest = newest_checkpoint(run_dir)
+    """The newest sound checkpoint and its controller state; a line on stderr for each newer corrupt one."""
+    latest, corrupt = sound_checkpoints(run_dir)
+    for sentence in corrupt:
+        print(f"flywheel: {sentence}; resuming from {latest} instead", file=sys.stderr, flush=True)
     return latest, json.loads((latest / "controller.json").read_text())
+
+
+def run_dir_problem(config: Config) -> str | None:
+    """One sentence on why the run cannot write its directory, or resume, or None: run.output_dir must be a
+    directory that can be created and written (a new run), run.resume hold a readable checkpoint."""
+    if config.run.resume is not None:
+        latest, corrupt = sound_checkpoints(Path(config.run.resume))
+        if latest is None:
+            why = "; ".join(corrupt) or "no complete checkpoint"
+            return f"run.resume '{config.run.resume}' holds no checkpoint to resume from: {why}; resume from an earlier run or start again"
+        return None
+    root = Path(config.run.output_dir)
+    existing = next(p for p in (root, *root.parents) if p.exists() or p == Path(p.anchor) or str(p) == ".")
+    if not existing.is_dir():
+        return f"run.output_dir '{root}' cannot be created: '{existing}' is a file, not a directory; choose another run.output_dir"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"run.output_dir '{root}' cannot be created or written: '{existing}' is not writable by this user; choose another run.output_dir"
+    return None
 
 
 def open_run(config: Config) -> tuple[Path, Path | None, dict]:

@@ -10,6 +10,9 @@
 
 An answer the extraction rule did not find (None) scores 0 under every grader but ``module:function``,
 which receives it as None. ``grader_args`` are the keyword arguments of the grader's factory below.
+A grader runs in the environment's step: one that raises or outlives the episode's time limit makes its
+episode invalid (``env_error``, ``env_timeout``), a non-finite score too (``nonfinite_reward``); a
+``module:function`` that returns anything but a number stops the run (``UserFunctionBug``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from functools import cache
 from typing import Any
 
 from flywheel.rewards.exact import exact_match_reward
+from flywheel.rewards.faults import UserFunctionBug, is_number, shown
 from flywheel.rewards.user_functions import load_function
 from flywheel.rewards.verifiers import MathVerifier, numeric_reward
 
@@ -72,7 +76,14 @@ def make_grader(name: str, args: dict[str, Any]) -> Grader:
     if name in GRADERS:
         return GRADERS[name](**args)
     fn = load_function(name)
-    return lambda answer, reference, columns: fn(answer, reference, dict(columns))
+
+    def grade(answer: str | None, reference: str, columns: dict[str, Any]) -> float:
+        score = fn(answer, reference, dict(columns))
+        if not is_number(score):
+            raise UserFunctionBug(f"task.grader {name!r} must return a number (the reward); it returned {shown(score)}")
+        return float(score)
+
+    return grade
 
 
 def needed_columns(name: str, args: dict[str, Any]) -> list[str]:

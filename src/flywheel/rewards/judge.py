@@ -5,7 +5,8 @@ call, and every block's text is normalised and defused first (``flywheel.rewards
 NFKC, zero-width and tag characters removed, look-alike bracket runs and block names neutralised), so it cannot
 close its block or open a new one, nor carry an instruction the judge reads but a guard cannot see.
 The judge must reply with exactly one JSON object matching ``Verdict``; anything else scores 0 and is counted in
-``judge/parse_fail_rate``.
+``judge/parse_fail_rate``. A reply the parser itself fails on (it raises) gets a ``RewardFault`` for a score:
+its episode is invalid.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flywheel.engines.base import Engine
+from flywheel.rewards.faults import RewardFault
 from flywheel.rewards.normalize import defuse_delimiters
 
 Messages = list[dict[str, str]]
@@ -231,11 +233,22 @@ class JudgeItem:
 
 @dataclass(frozen=True)
 class JudgeResult:
-    """One score per item (0.0 when the verdict did not parse), the verdicts (None there), and metrics."""
+    """One score per item (0.0 when the verdict did not parse; a RewardFault when the parser raised), the
+    verdicts (None there), and metrics."""
 
-    scores: list[float]
+    scores: list[float | RewardFault]
     verdicts: list[Verdict | None]
     metrics: dict[str, float]
+
+
+def _parse(text: str) -> Verdict | RewardFault | None:
+    """``parse_verdict(text)``, or the fault when it raises (a reply nested too deep for the JSON parser)."""
+    try:
+        return parse_verdict(text)
+    except Exception as error:  # noqa: BLE001 - a reply that breaks the parser fails that episode only
+        fault = RewardFault("reward_error", f"the judge's verdict parser raised {type(error).__name__} on its reply")
+        fault.__cause__ = error
+        return fault
 
 
 class Judge:
@@ -250,14 +263,15 @@ class Judge:
     async def ascore(self, items: Sequence[JudgeItem]) -> JudgeResult:
         requests = [build_prompt(item.question, item.candidate, item.reference) for item in items]
         replies = await self.backend.complete_batch(requests, VERDICT_SCHEMA if self.structured else None)
-        verdicts = [parse_verdict(reply.text) for reply in replies]
+        parsed = [_parse(reply.text) for reply in replies]
+        verdicts = [v if isinstance(v, Verdict) else None for v in parsed]
         n = max(len(items), 1)
         metrics = {
             "judge/parse_fail_rate": sum(v is None for v in verdicts) / n,
             "judge/retries": float(sum(reply.retries for reply in replies)),
             "judge/latency_s": sum(reply.latency_s for reply in replies) / n,
         }
-        return JudgeResult([v.score if v else 0.0 for v in verdicts], verdicts, metrics)
+        return JudgeResult([v.score if isinstance(v, Verdict) else v or 0.0 for v in parsed], verdicts, metrics)
 
     def score(self, items: Sequence[JudgeItem]) -> JudgeResult:
         """`ascore` from synchronous code (not from inside a running event loop)."""

@@ -4,6 +4,9 @@ then the hacking alert.
     reward = rubric.total + sum(scorer.weight * scorer score)  ->  guards (flag | penalize | zero)
 
 A scorer may answer None for a completion it does not apply to (TRL's rule): it adds nothing to that total.
+A scorer that raises ``RewardFault`` (a reward function that raised or timed out), answers one for a
+completion (the judge's parser), or a guard that raises makes those completions' episodes invalid
+(``RewardResult.faults``); ``UserFunctionBug`` and any other error end the run.
 Metrics: `reward/<name>/mean` for every sub-score (unweighted, over the completions it applies to; absent when none), the scorers' own metrics (`judge/...`), and
 `hacking/<guard>_rate` + `hacking/any_rate`. A completion is the model's own text (its last turn, never an
 environment's); a task is a dict: the task's `prompt` (the question), `answer` (the reference, when present),
@@ -21,13 +24,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from flywheel.config import JudgeConfig, RewardConfig
+from flywheel.rewards.faults import RewardFault
 from flywheel.rewards.guards import Guard, HackingAlert, apply_guards, default_guards
 from flywheel.rewards.judge import Judge, JudgeItem, OpenAIBackend
 from flywheel.rewards.rubric import Rubric
 
-#: Scores a batch of (completion, task) pairs: one float per completion (None: does not apply, adds nothing), and
-#: metrics of the call (or a coroutine of them).
-Scores = tuple[list[float | None], dict[str, float]]
+#: Scores a batch of (completion, task) pairs: one float per completion (None: does not apply, adds nothing; a
+#: RewardFault: its scoring failed), and metrics of the call (or a coroutine of them).
+Scores = tuple[list[float | RewardFault | None], dict[str, float]]
 BatchRewardFn = Callable[[Sequence[str], Sequence[dict]], Scores | Awaitable[Scores]]
 
 
@@ -42,12 +46,14 @@ class Scorer:
 
 @dataclass(frozen=True)
 class RewardResult:
-    """Per completion: the final reward (after the guards), whether a guard flagged it and why; and metrics."""
+    """Per completion: the final reward (after the guards), whether a guard flagged it and why, and the
+    fault that makes its episode invalid (None: none); and metrics."""
 
     rewards: list[float]
     flagged: list[bool]
     reasons: list[list[str]]
     metrics: dict[str, float] = field(default_factory=dict)
+    faults: list[RewardFault | None] = field(default_factory=list)
 
 
 #: Guards that fit any judged task: what a judge reads can be injected or padded.
@@ -114,11 +120,18 @@ class RewardPipeline:
                 totals[i] += scored.total
                 for key, value in scored.scores.items():
                     subs.setdefault(key, []).append(value)
+        faults: list[RewardFault | None] = [None] * n
         for scorer in self.scorers:
-            scored = scorer.fn(completions, tasks)
-            values, extra = await scored if inspect.isawaitable(scored) else scored
+            try:
+                scored = scorer.fn(completions, tasks)
+                values, extra = await scored if inspect.isawaitable(scored) else scored
+            except RewardFault as fault:  # the call failed: every completion it scored
+                faults = [f or fault for f in faults]
+                continue
             if len(values) != n:
                 raise ValueError(f"scorer {scorer.name!r} returned {len(values)} scores for {n} completions")
+            faults = [f or (v if isinstance(v, RewardFault) else None) for f, v in zip(faults, values)]
+            values = [None if isinstance(v, RewardFault) else v for v in values]
             totals = [t if v is None else t + scorer.weight * v for t, v in zip(totals, values)]
             subs[f"reward/{scorer.name}"] = [v for v in values if v is not None]
             metrics |= extra
@@ -126,7 +139,8 @@ class RewardPipeline:
         report = apply_guards(completions, self.guards, self.mode, rewards=totals, tasks=tasks, penalty=self.penalty)
         if self.guards:
             metrics |= report.metrics
-        return RewardResult(report.rewards, report.flagged, report.reasons, metrics)
+        faults = [f or g for f, g in zip(faults, report.faults)]
+        return RewardResult(report.rewards, report.flagged, report.reasons, metrics, faults)
 
     def watch(self, step: int, metrics: dict[str, float]) -> list[str]:
         """This step's hacking alerts (one sentence each, for the log and the terminal); raises `HackingStop`

@@ -35,7 +35,7 @@ def reward_pipeline(
     if not (resolve_guards(r, env_guards) or r.judge.enabled or r.reward_model.path or r.functions):
         return None
     scorers, judge = [Scorer("task", task_scores)], None
-    scorers += [trl_scorer(load_function(f.name), f.metric, f.weight) for f in r.functions]
+    scorers += [trl_scorer(load_function(f.name), f.metric, f.weight, r.function_timeout_s) for f in r.functions]
     if r.reward_model.path:
         if score_texts is None:
             raise ValueError("reward.reward_model.path is set but no reward model actor was started for it")

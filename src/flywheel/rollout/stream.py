@@ -12,6 +12,12 @@ Invariants: every admitted prompt ends as exactly one trained group or one count
 invalid, uninformative), or is still pending when the run ends. Prompt i of the stream always samples
 with the same seed. A failure anywhere on the rollout side (a group's coroutine, the admission task
 itself) is raised to the consumer, never left to hang it.
+
+No silent stall: the run stops with ``NoProgress`` (one sentence: the share of invalid episodes and the
+first error) once ``rollout.stall_steps`` steps' worth of admitted groups in a row were dropped and none
+trained, or when no group finishes for ``rollout.stall_timeout_s`` seconds (time with no live engine
+replica not counted). A user function whose return has the wrong type (``UserFunctionBug``) stops the
+run at its first call.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -27,11 +34,15 @@ from functools import lru_cache, partial
 from typing import Literal
 
 import torch
+from transformers import AutoTokenizer
 
 from flywheel.algorithms.base import Algorithm
 from flywheel.config import Config
 from flywheel.envs.base import Environment
+from flywheel.envs.dataset import long_prompts, prompt_room
+from flywheel.envs.dataset_files import DatasetFileError
 from flywheel.envs.registry import make_env
+from flywheel.rewards.faults import UserFunctionBug
 from flywheel.rewards.pipeline import RewardPipeline
 from flywheel.rollout.clock import GroupClock
 from flywheel.rollout.group import EnvEpisode, episode_metrics, run_group
@@ -40,6 +51,59 @@ from flywheel.timeline import Timeline
 from flywheel.types import Task
 
 Fate = Literal["trained", "stale", "invalid", "uninformative"]
+
+
+class NoProgress(RuntimeError):
+    """The run trained nothing for rollout.stall_steps steps' worth of groups, or no group finished for
+    rollout.stall_timeout_s seconds; the message is one sentence saying why."""
+
+
+@dataclass
+class Stall:
+    """The groups dropped since the last one trained (stale, invalid, uninformative) and their episodes'
+    faults; ``stalled`` once there are ``limit`` of them."""
+
+    limit: int
+    groups: int = 0
+    stale: int = 0
+    uninformative: int = 0
+    episodes: int = 0
+    invalid: int = 0
+    first_error: str | None = None
+
+    def update(self, group: Group, fate: Fate) -> None:
+        if fate == "trained":
+            self.groups = self.stale = self.uninformative = self.episodes = self.invalid = 0
+            self.first_error = None
+            return
+        self.groups += 1
+        self.stale += fate == "stale"
+        self.uninformative += fate == "uninformative"
+        self.episodes += len(group.episodes)
+        bad = [e for e in group.episodes if not e.valid]
+        self.invalid += len(bad)
+        if bad and self.first_error is None:
+            self.first_error = fault_text(bad[0])
+
+    @property
+    def stalled(self) -> bool:
+        return self.groups >= self.limit
+
+    def reason(self) -> str:
+        share = self.invalid / max(self.episodes, 1)
+        first = f" (first error: {self.first_error})" if self.first_error else ""
+        return (
+            f"no group was trained in the last {self.groups} admitted groups: {share:.0%} of their {self.episodes} episodes were invalid{first}, "
+            f"{self.stale} groups too stale, {self.uninformative} uninformative; fix what fails (errors/ in the run directory holds the first "
+            "tracebacks) or raise rollout.stall_steps"
+        )
+
+
+def fault_text(episode: EnvEpisode) -> str:
+    """What made an invalid episode invalid, in a few words: its failure's message, or its reward."""
+    if episode.failure is not None:
+        return f"{episode.fault}: {episode.failure}"
+    return f"{episode.fault}: reward {episode.reward!r}"
 
 
 @lru_cache(maxsize=4)
@@ -67,6 +131,7 @@ class TaskSet:
     eval: list[Task]
     env_factory: Callable[[], Environment]
     has_tools: bool = False  # whether tools/ metrics mean anything
+    long_prompts: int = 0  # train tasks left out: their prompts leave too little of the model's context
 
 
 @dataclass(frozen=True)
@@ -94,11 +159,37 @@ def load_tasks(config: Config) -> TaskSet:
     t = config.task
     factory = partial(make_env, t.name, **t.env_kwargs())
     env = factory()
+    if t.dataset is not None:
+        return fitting(TaskSet(*env.splits(t.train_size, t.eval_size, t.seed), factory, bool(env.tools)), config)
     if hasattr(env, "splits"):
         return TaskSet(*env.splits(t.train_size, t.eval_size, t.seed), factory, bool(env.tools))
     train = env.tasks(t.train_size, t.seed)
     seen = {task.prompt for task in train}
     return TaskSet(train, [task for task in env.tasks(t.eval_size, t.seed + 1) if task.prompt not in seen], factory, bool(env.tools))
+
+
+def fitting(tasks: TaskSet, config: Config) -> TaskSet:
+    """``tasks`` without those whose prompt leaves less than rollout.max_new_tokens of the model's context
+    (vLLM would refuse them), counted, with a line on stderr when there are some."""
+    room = prompt_room(config.model.path, config.rollout.max_new_tokens)
+    if room is None:
+        return tasks
+    tokenizer = AutoTokenizer.from_pretrained(config.model.path)
+    long_train, long_eval = (set(long_prompts(split, tokenizer, config.task.system_prompt, room)) for split in (tasks.train, tasks.eval))
+    if not long_train and not long_eval:
+        return tasks
+    print(
+        f"flywheel: skipped {len(long_train)} train and {len(long_eval)} eval rows of task.dataset whose prompts are longer than the model's "
+        f"context leaves room for ({room} tokens: max_position_embeddings minus rollout.max_new_tokens)",
+        file=sys.stderr,
+        flush=True,
+    )
+    train = [t for i, t in enumerate(tasks.train) if i not in long_train]
+    if not train:
+        raise DatasetFileError(
+            f"every row of task.dataset '{config.task.dataset}' is longer than the model's context leaves room for ({room} tokens)"
+        )
+    return replace(tasks, train=train, eval=[t for i, t in enumerate(tasks.eval) if i not in long_eval], long_prompts=len(long_train))
 
 
 def admission_room(accepted: int, running: int, version: int, max_staleness: int, batch_size: int) -> int:
@@ -180,6 +271,8 @@ class RolloutStream:
         self.room_changed = asyncio.Event()
         self.generated_tokens = 0
         self.timeline = Timeline(None)  # env and reward spans (the controller sets the run's)
+        r = config.rollout
+        self.stall = Stall(r.stall_steps * r.prompts_per_step * algorithm.sampling_rounds)  # steps' worth of groups
         self._producer: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -233,10 +326,26 @@ class RolloutStream:
             self.timeline.add("env", "steps", start, end)
         with self.timeline.span("reward", "scoring"):
             scored, reward_metrics, notes = await score_group(episodes, task, self.algorithm, self.pipeline, r.max_new_tokens)
+        for episode in scored:  # a grader that returned the wrong type is a bug, not a bad episode
+            if isinstance(bug := getattr(episode.failure, "__cause__", None), UserFunctionBug):
+                raise bug
         return Group(position, scored, episode_metrics(scored, self.tasks.has_tools) | reward_metrics, notes)
 
     async def next_group(self) -> Group:
-        item = await self.finished.get()
+        """The next finished group; NoProgress when none finishes within rollout.stall_timeout_s seconds
+        (not counting time with no live engine replica)."""
+        limit, downtime = self.config.rollout.stall_timeout_s, self.router.downtime_s
+        end = time.monotonic() + limit - downtime()
+        while True:
+            try:
+                item = await asyncio.wait_for(self.finished.get(), max(end + downtime() - time.monotonic(), 0.0))
+                break
+            except TimeoutError:
+                if end + downtime() - time.monotonic() <= 0:
+                    raise NoProgress(
+                        f"no group finished in {limit:g} s ({len(self.running)} running): an engine that never answers, or an environment "
+                        "that never returns; check the engines' logs, or raise rollout.stall_timeout_s"
+                    ) from None
         if isinstance(item, BaseException):
             raise item
         self.queued.discard(item.position)
@@ -289,19 +398,22 @@ async def score_group(
 ) -> tuple[list[EnvEpisode], dict[str, float], list[dict]]:
     """The group's final rewards and reward metrics: the environment's grade (or the reward pipeline's
     total, which sees the last model turn), then the algorithm's shaping of the model's turn lengths.
-    An episode whose reward is not finite is marked ``nonfinite_reward`` (left out of the advantages).
-    Also per episode: its sub-rewards (``env``: the environment's grade; ``pipeline``: the pipeline's
-    total) and the guards that flagged it."""
-    rewards, metrics = [e.reward for e in episodes], {}
+    An episode whose reward is not finite is marked ``nonfinite_reward``, one whose scoring failed by its
+    fault (``reward_error``, ``reward_timeout``): both are left out of the advantages. Also per episode:
+    its sub-rewards (``env``: the environment's grade; ``pipeline``: the pipeline's total) and the guards
+    that flagged it."""
+    rewards, metrics, faults = [e.reward for e in episodes], {}, [None] * len(episodes)
     notes = [{"sub_rewards": {"env": e.reward}, "guard_flags": []} for e in episodes]
     if pipeline is not None:
         result = await pipeline.score([(e.model_turns or [""])[-1] for e in episodes], [task_record(task, e) for e in episodes])
-        rewards, metrics = result.rewards, result.metrics
+        rewards, metrics, faults = result.rewards, result.metrics, result.faults or faults
         for note, total, reasons in zip(notes, result.rewards, result.reasons):
             note["sub_rewards"]["pipeline"], note["guard_flags"] = total, list(reasons)
     lengths = torch.tensor([max(e.turn_lengths, default=0) for e in episodes])
     shaped = algorithm.shape_rewards(torch.tensor(rewards, dtype=torch.float), lengths, max_tokens).tolist()
     scored = [e if _same_float(x, e.reward) else replace(e, reward=x, error=e.error or _nonfinite(x)) for e, x in zip(episodes, shaped)]
+    # a scoring fault names why the reward is missing (or not finite), unless the environment failed first
+    scored = [s if f is None or e.error else replace(s, error=f.reason, failure=f) for e, s, f in zip(episodes, scored, faults)]
     return scored, metrics, notes
 
 
@@ -329,6 +441,9 @@ async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Gro
             stream.release()
         if fate in ("stale", "invalid"):
             dump(group, fate, plan.trainer_version)
+        stream.stall.update(group, fate)
+        if stream.stall.stalled:
+            raise NoProgress(stream.stall.reason())
     kept, dropped = plan.result()
     if not plan.kept:  # trained on uninformative groups after all: they count as accepted again
         stream.release(-len(kept))
@@ -344,7 +459,10 @@ async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Gro
         "env/errors": plan.errors["env_error"],
         "env/timeouts": plan.errors["env_timeout"],
         "reward/nonfinite": plan.errors["nonfinite_reward"],
+        "reward/errors": plan.errors["reward_error"],
+        "reward/timeouts": plan.errors["reward_timeout"],
         "rollout/dropped_uninformative": len(dropped),
+        "rollout/long_prompts_skipped": stream.tasks.long_prompts,
         "rollout/staleness_mean": sum(staleness) / len(staleness),
         "rollout/staleness_max": max(staleness),
         "timing/wait_for_batch_s": waited,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from flywheel.rewards.faults import RewardFault
 from flywheel.rewards.guards.base import Guard
 from flywheel.rewards.normalize import normalize
 
@@ -16,12 +17,14 @@ MODES = ("flag", "penalize", "zero")
 @dataclass(frozen=True)
 class GuardReport:
     """Per completion: whether any guard flagged it and why ("<guard>: <reason>"); the rewards after the mode;
-    per guard: `hacking/<guard>_rate`, plus `hacking/any_rate`."""
+    per guard: `hacking/<guard>_rate`, plus `hacking/any_rate`; per completion, the fault of a guard that
+    raised on it (None: none did), which makes its episode invalid."""
 
     flagged: list[bool]
     reasons: list[list[str]]
     rewards: list[float]
     metrics: dict[str, float]
+    faults: list[RewardFault | None] = field(default_factory=list)
 
 
 def apply_guards(
@@ -46,20 +49,32 @@ def apply_guards(
         raise ValueError(f"guard names must be unique, got {names}")
     counts = dict.fromkeys(names, 0)
     reasons: list[list[str]] = []
+    faults: list[RewardFault | None] = []
     for completion, task in zip(completions, tasks, strict=True):
-        completion, hits = normalize(completion), []
+        completion, hits, fault = normalize(completion), [], None
         for guard in guards:
-            verdict = guard.check(completion, task)
+            try:
+                verdict = guard.check(completion, task)
+            except Exception as error:  # noqa: BLE001 - a guard's fault fails that episode only
+                fault = fault or _raised(guard.name, error)
+                continue
             if verdict.flagged:
                 counts[guard.name] += 1
                 hits.append(f"{guard.name}: {verdict.reason}")
         reasons.append(hits)
+        faults.append(fault)
     flagged = [bool(r) for r in reasons]
     new_rewards = [_apply(float(r), f, mode, penalty) for r, f in zip(rewards, flagged, strict=True)]
     n = max(len(completions), 1)
     metrics = {f"hacking/{name}_rate": c / n for name, c in counts.items()}
     metrics["hacking/any_rate"] = sum(flagged) / n
-    return GuardReport(flagged, reasons, new_rewards, metrics)
+    return GuardReport(flagged, reasons, new_rewards, metrics, faults)
+
+
+def _raised(name: str, error: Exception) -> RewardFault:
+    fault = RewardFault("reward_error", f"guard {name!r} raised {type(error).__name__}: {error}")
+    fault.__cause__ = error
+    return fault
 
 
 def _apply(reward: float, flagged: bool, mode: Mode, penalty: float) -> float:
