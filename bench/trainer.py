@@ -46,7 +46,7 @@ from flywheel.config import load_config
 from flywheel.trainer.group import deal_rows
 from flywheel.trainer.packing import plan_microbatches
 from flywheel.trainer.trainer import Trainer
-from flywheel.types import TrainBatch
+from flywheel.types import StepResult, TrainBatch
 from flywheel.weights.file import FileTransport
 
 HERE = Path(__file__).resolve().parent
@@ -70,11 +70,11 @@ class MeasuredTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self._rss_loaded_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-    def train_step(self, parts: list[TrainBatch]) -> dict[str, float]:
+    def train_step(self, parts: list[TrainBatch]) -> StepResult:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        metrics = super().train_step(parts)
+        result = super().train_step(parts)
         self.faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-        return metrics
+        return result
 
     def minor_faults_of_last_step(self) -> int:
         return self.faults
@@ -197,7 +197,7 @@ def run_config(
             times = []
             for _ in range(steps):
                 start = time.perf_counter()
-                metrics = asyncio.run(group.train_step(batch))
+                metrics = asyncio.run(group.train_step(batch)).metrics
                 times.append(time.perf_counter() - start)
                 assert math.isfinite(metrics["loss/policy"]), metrics
             peak_after = matmul_peak(PEAK_SIZE, 2, dtype_)

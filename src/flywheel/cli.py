@@ -2,13 +2,15 @@
 ``flywheel eval CONFIG --checkpoint PATH --k K [section.key=value ...]``, ``flywheel inspect RUN_DIR``,
 ``flywheel replay RUN_DIR --step N``, ``flywheel dashboard RUNS_DIR [--port P] [--host H]``.
 
-Exit codes: 0 the run finished; 2 a config error or a machine that cannot give what the config asks
-(one sentence, nothing started); 3 an alert stopped the run (its config asked for that); 4 a trainer
-rank died (with run.supervise: past run.max_restarts, or before the first checkpoint); the message
-names the checkpoint to resume from; 5 the run could make no progress (rollout.stall_steps steps' worth of
-groups in a row trained none, or no group finished in rollout.stall_timeout_s): the sentence gives the share of
-invalid episodes and the first error; 1 every engine replica died and none may restart. A user function that
-returns the wrong shape or type (a reward function, a grader) is a config error: 2, at its first call. Started by ``mpirun -np N``, every process runs this command:
+Exit codes: 0 the run finished; 1 every engine replica died and none may restart; 2 a config error or a
+machine that cannot give what the config asks (one sentence, nothing started), or a user function that returns
+the wrong shape or type (a reward function, a grader), at its first call; 3 an alert stopped the run (its config
+asked for that); 4 a trainer rank died (with run.supervise: past run.max_restarts, or before the first
+checkpoint); the message names the checkpoint to resume from; 5 the run could make no progress
+(rollout.stall_steps steps' worth of groups in a row trained none, or no group finished in
+rollout.stall_timeout_s): the sentence gives the share of invalid episodes and the first error; 6 SIGTERM or
+SIGINT stopped the run: stopped, resumable, with one line naming the checkpoint of the last step done (a second
+signal stops at once, without a new checkpoint; flywheel/preemption.py). Started by ``mpirun -np N``, every process runs this command:
 rank 0 the run, the others its trainer ranks (``cluster/mpi.py``); a nonzero code aborts the job.
 """
 
@@ -19,7 +21,7 @@ import sys
 
 from flywheel.config import Config, ConfigError
 
-EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST, EXIT_NO_PROGRESS = 1, 2, 3, 4, 5
+EXIT_FAILED, EXIT_CONFIG, EXIT_STOPPED, EXIT_TRAINER_LOST, EXIT_NO_PROGRESS, EXIT_PREEMPTED = 1, 2, 3, 4, 5, 6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +135,7 @@ def run(config: Config) -> int:
     from flywheel.cluster.workers import ClusterUnavailable
     from flywheel.controller import RunStopped, TrainerLost, train
     from flywheel.monitor.run_dir import run_dir_problem
+    from flywheel.preemption import Preempted
     from flywheel.rewards.faults import UserFunctionBug
     from flywheel.rewards.pipeline import HackingStop
     from flywheel.rollout.router import NoEngineLeft
@@ -160,6 +163,12 @@ def run(config: Config) -> int:
     except NoEngineLeft as exc:  # every engine replica died and none may restart
         print(f"flywheel: failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except Preempted as exc:
+        print(f"flywheel: stopped: {exc}", file=sys.stderr)
+        return EXIT_PREEMPTED
+    except KeyboardInterrupt:  # a second signal while starting or closing
+        print("flywheel: stopped at once by a second signal; no checkpoint was written", file=sys.stderr)
+        return EXIT_PREEMPTED
     return 0
 
 

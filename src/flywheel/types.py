@@ -1,5 +1,5 @@
 """Contracts between stages: Task (dataset -> rollout), Completion (engine -> rollout), Episode (rollout -> buffer),
-TrainBatch (-> trainer)."""
+TrainBatch (-> trainer), StepResult (trainer ->)."""
 
 from __future__ import annotations
 
@@ -103,6 +103,22 @@ class TrainBatch:
     def _map(self, change) -> TrainBatch:
         """The batch with ``change`` applied to every field that is set."""
         return TrainBatch(**{f.name: None if getattr(self, f.name) is None else change(getattr(self, f.name)) for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a training step returns across the trainer seam.
+
+    ``metrics``: the step's metrics (``loss/``, ``train/``), combined over micro-batches and ranks, the
+    same on every rank. ``spans``: (stage, start, end) of the forward, backward and optimizer passes,
+    ``time.time()`` stamps of the trainer's clock (rank 0's for a group). ``logprobs``: when asked
+    (rollout dumps), the policy's logprobs of the step's rows before its update, [rows, T] aligned with
+    ``TrainBatch.tokens``: a group's for its whole batch, a rank's for its rows in the order it trained them.
+    """
+
+    metrics: dict[str, float]
+    spans: list[tuple[str, float, float]] = field(default_factory=list)
+    logprobs: torch.Tensor | None = None
 
 
 def collate(episodes: list[Episode], pad_id: int) -> TrainBatch:

@@ -111,7 +111,7 @@ def test_staleness_zero_equals_generate_then_train(fresh_workers, tmp_path):
         assert [row["token_ids"] for row in rows] == [[e.completion.token_ids for e in g] for g in groups]
         assert all(set(sum(row["weight_versions"], [])) == {step - 1} for row in rows)
         batch = asyncio.run(build_batch(groups, make_algorithm(config.algorithm), tokenizer.pad_token_id, workers.trainer))
-        assert asyncio.run(workers.trainer.train_step(batch))["loss/policy"] == losses[step - 1]
+        assert asyncio.run(workers.trainer.train_step(batch)).metrics["loss/policy"] == losses[step - 1]
         workers.sync_weights()
 
 

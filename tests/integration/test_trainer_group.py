@@ -92,7 +92,7 @@ def groups(shared_engine, tmp_path_factory):
 def step(group, batch: TrainBatch, **knobs) -> tuple[dict, dict[str, torch.Tensor], int]:
     """One train_step with the knobs: (metrics, rank 0's gradients, forward passes per rank)."""
     ray.get([actor.configure.remote(**knobs) for actor in group.actors])
-    metrics = asyncio.run(group.train_step(batch))
+    metrics = asyncio.run(group.train_step(batch)).metrics
     [grads], forwards = ray.get(group.actors[0].probe.remote())
     return metrics, grads, forwards
 

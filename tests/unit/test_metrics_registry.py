@@ -12,7 +12,7 @@ DESIGN_NAMESPACES = {"loss", "train", "rollout", "timing", "eval", "reward", "en
 #: a literal shaped like a metric name: ``word/word...``
 NAME_LIKE = re.compile(r"[a-z_]+(/[A-Za-z0-9_]+)+")
 #: literals of that shape that are not metric names: a MIME type, and the trainer's non-metric outputs
-NOT_METRICS = {"application/json", "timeline/spans", "trainer/logprobs"}
+NOT_METRICS = {"application/json"}
 
 
 def test_registry_is_well_formed():

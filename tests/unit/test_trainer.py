@@ -25,11 +25,11 @@ def batch(advantage: float) -> TrainBatch:
 def test_nonfinite_step_is_skipped_and_weights_unchanged(tmp_path):
     trainer = Trainer(load_config(REPO / "configs/quickstart.yaml", ["trainer.minibatches=1"]), FileTransport(tmp_path))
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    metrics = trainer.train_step([batch(math.nan)])
+    metrics = trainer.train_step([batch(math.nan)]).metrics
     assert metrics["train/nonfinite_skipped"] == 1.0
     assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
 
-    metrics = trainer.train_step([batch(1.0)])
+    metrics = trainer.train_step([batch(1.0)]).metrics
     assert metrics["train/nonfinite_skipped"] == 0.0 and math.isfinite(metrics["loss/policy"])
     assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
 
@@ -76,7 +76,7 @@ def test_ppo_value_loss_clips_against_the_rollout_time_values(tmp_path):
     batch = ragged_batch()
     values = trainer.values(batch)
     returns = torch.tensor([5.0, -5.0, 5.0, -5.0])[:, None] * batch.loss_mask
-    metrics = trainer.train_step(replace(batch, returns=returns, old_values=values).split(2))
+    metrics = trainer.train_step(replace(batch, returns=returns, old_values=values).split(2)).metrics
     assert metrics["loss/value_clip_frac"] > 0.2
 
 
@@ -90,7 +90,7 @@ def test_mismatch_kl_counts_only_tokens_sampled_by_the_weights_being_trained(tmp
     lag = torch.tensor([0.0, 0.5, 0.0, 0.5])[:, None] * batch.loss_mask  # rows 1 and 3: sampled by older weights
     versions = torch.tensor([1, 0, 1, 0])[:, None] * batch.loss_mask.long() - (1 - batch.loss_mask.long())
     behaviour = (trainer.logprobs(batch) - lag) * batch.loss_mask
-    metrics = trainer.train_step([replace(batch, behaviour_logprobs=behaviour, weight_versions=versions)])
+    metrics = trainer.train_step([replace(batch, behaviour_logprobs=behaviour, weight_versions=versions)]).metrics
 
     assert metrics["train/mismatch_kl"] < 1e-6 and metrics["train/mismatch_abs_diff"] < 1e-5
     stale_tokens, all_tokens = batch.loss_mask[[1, 3]].sum().item(), batch.loss_mask.sum().item()
@@ -98,4 +98,4 @@ def test_mismatch_kl_counts_only_tokens_sampled_by_the_weights_being_trained(tmp
     assert abs(metrics["train/behaviour_kl"] - expected) < 1e-5, (metrics["train/behaviour_kl"], expected)
 
     trainer.version = 2  # nothing in a batch of versions 0 and 1 was sampled by version 2: no mismatch to report
-    assert "train/mismatch_kl" not in trainer.train_step([replace(batch, behaviour_logprobs=behaviour, weight_versions=versions)])
+    assert "train/mismatch_kl" not in trainer.train_step([replace(batch, behaviour_logprobs=behaviour, weight_versions=versions)]).metrics

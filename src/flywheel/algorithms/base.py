@@ -111,3 +111,9 @@ class Algorithm:
     @property
     def needs_reference(self) -> bool:
         return self.config.kl_beta > 0
+
+    @property
+    def loss_uses_reference(self) -> bool:
+        """The loss takes the reference logprobs (the KL placed in the loss). Placed in the reward, the
+        KL is charged when the batch is built, and the reference runs once per token, there."""
+        return self.needs_reference and self.config.kl_placement == "loss"

@@ -21,8 +21,8 @@ async def build_batch(groups: list[list[Episode]], algorithm: Algorithm, pad_id:
     valid = torch.tensor([[e.valid for e in group] for group in groups])
     rewards = torch.tensor([[e.reward if e.valid else 0.0 for e in group] for group in groups])
     mask = batch.loss_mask * valid.flatten()[:, None]
-    if c.kl_beta > 0 and c.kl_placement == "reward":
-        rewards = rewards - c.kl_beta * (await trainer.sequence_kl(batch)).view_as(rewards) * valid
+    if c.kl_beta > 0 and c.kl_placement == "reward":  # over the valid episodes' loss tokens
+        rewards = rewards - c.kl_beta * (await trainer.sequence_kl(replace(batch, loss_mask=mask))).view_as(rewards)
     values = await trainer.values(batch) if algorithm.needs_critic else None
     advantages, returns = algorithm.token_advantages(rewards, None if valid.all() else valid, mask, values)
     mask = algorithm.train_mask(mask, torch.tensor([e.completion.truncated for e in episodes]))

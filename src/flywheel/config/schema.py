@@ -258,6 +258,14 @@ class RunConfig(Section):
         "(the engines stay up); each restart is a line in restarts.log.",
     )
     max_restarts: int = Field(3, ge=0, description="With run.supervise: restarts allowed before the run ends (exit code 4).")
+    checkpoint_on_stop: bool = Field(
+        True, description="On SIGTERM or SIGINT, checkpoint the last step done before exiting (exit code 6); a second signal stops at once."
+    )
+    stop_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="On SIGTERM or SIGINT, the step in flight gets half of this to finish (then it is abandoned); fit it to the grace period.",
+    )
 
     @model_validator(mode="after")
     def _restarts_need_supervise(self) -> RunConfig:

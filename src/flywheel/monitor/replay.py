@@ -117,5 +117,5 @@ async def _train_again(config: Config, trainer, dump: Path, checkpoint: Path | N
     if checkpoint is not None:
         await trainer.restore(str(checkpoint))
     batch = dumped_batch(dump, AutoTokenizer.from_pretrained(config.model.path).pad_token_id)
-    metrics = await trainer.train_step(batch)
-    return {name: float(value) for name, value in metrics.items() if name in COMPARED}
+    trained = await trainer.train_step(batch)
+    return {name: float(value) for name, value in trained.metrics.items() if name in COMPARED}

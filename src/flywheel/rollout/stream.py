@@ -275,9 +275,11 @@ class RolloutStream:
         self.stall = Stall(r.stall_steps * r.prompts_per_step * algorithm.sampling_rounds)  # steps' worth of groups
         self._producer: asyncio.Task | None = None
 
-    def start(self) -> None:
+    def start(self) -> asyncio.Task:
+        """Starts admitting; returns the admission task (the producer)."""
         self._producer = asyncio.create_task(self._admit_forever(), name="rollout-admission")
         self._producer.add_done_callback(self._producer_ended)
+        return self._producer
 
     def _producer_ended(self, task: asyncio.Task) -> None:
         if not task.cancelled() and task.exception() is not None:

@@ -14,6 +14,7 @@ then kills them all.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import ray
 import torch
@@ -23,7 +24,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from flywheel.config import Config
 from flywheel.trainer.distributed import free_address
 from flywheel.trainer.trainer import Trainer
-from flywheel.types import TrainBatch
+from flywheel.types import StepResult, TrainBatch
 from flywheel.weights.base import WeightTransport, WeightUpdate
 
 PLACEMENT_TIMEOUT_S = 120
@@ -103,21 +104,19 @@ class TrainerGroup:
             result[rows] = out
         return result
 
-    async def train_step(self, batch: TrainBatch, keep_logprobs: bool = False) -> dict:
-        """``trainer.minibatches`` optimiser steps over ``batch``; the metrics of the step, with rank 0's
-        spans under ``timeline/spans`` and, when ``keep_logprobs``, ``trainer/logprobs``: [B, T], the
-        policy's logprobs of ``batch.tokens`` before the step's update."""
+    async def train_step(self, batch: TrainBatch, keep_logprobs: bool = False) -> StepResult:
+        """``trainer.minibatches`` optimiser steps over ``batch``: the step's metrics, rank 0's spans
+        and, when ``keep_logprobs``, the policy's logprobs of ``batch.tokens`` before the step's update, [B, T]."""
         deal = deal_rows(len(batch), self.config.trainer.minibatches, self.ranks)
         if keep_logprobs:
             await self._all("keep_logprobs")
         results = await self._all("train_step", [[batch.select(rows) for rows in minibatches] for minibatches in deal])
+        logprobs = None
         if keep_logprobs:
             logprobs = torch.zeros(batch.tokens.shape)
             for minibatches, result in zip(deal, results):
-                for rows, part in zip(minibatches, result.pop("trainer/logprobs")):
-                    logprobs[rows] = part
-            results[0]["trainer/logprobs"] = logprobs
-        return results[0]
+                logprobs[torch.cat(minibatches)] = result.logprobs
+        return replace(results[0], logprobs=logprobs)
 
     async def logprobs(self, batch: TrainBatch) -> torch.Tensor:
         return await self._rowwise("logprobs", batch)

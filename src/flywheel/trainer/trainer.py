@@ -14,10 +14,9 @@ does not depend on how it was cut:
     train_step(parts)                proximal logprobs of the minibatches after the first, then per
                                      minibatch: forward_backward per micro-batch + optim_step
 
-For the run's timeline, train_step returns its forward / backward / optimizer spans
-(``time.time()`` stamps) under ``timeline/spans``; after ``keep_logprobs()`` its next step also
-returns the proximal logprobs (the policy's before the step's update) of its rows under
-``trainer/logprobs``, taken from the passes the step computes anyway.
+train_step returns a ``StepResult`` (types.py): the step's metrics, its forward / backward /
+optimizer spans for the run's timeline, and, after ``keep_logprobs()``, the proximal logprobs (the
+policy's before the step's update) of its rows, taken from the passes the step computes anyway.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ from flywheel.trainer.distributed import all_gather, combine_metrics, full_state
 from flywheel.trainer.logprobs import token_logprobs, token_values
 from flywheel.trainer.lora import lora_scaling, merge_lora
 from flywheel.trainer.packing import plan_microbatches
-from flywheel.types import TrainBatch
+from flywheel.types import StepResult, TrainBatch
 from flywheel.weights.base import WeightTransport, WeightUpdate, split_aliases
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
@@ -84,6 +83,7 @@ class Trainer:
         self._nonfinite: set[str] = set()  # losses of the accumulated micro-batches that were not finite
         self._spans: list[tuple[str, float, float]] = []  # (stage, start, end) of the step under way
         self._kept: list[torch.Tensor] | None = None  # the step's proximal logprobs, micro-batch by micro-batch, when kept
+        self._reward_kl: torch.Tensor | None = None  # set by sequence_kl, reported by the next train_step
 
     @contextmanager
     def _span(self, stage: str):
@@ -138,18 +138,24 @@ class Trainer:
         return self._rowwise(batch, self._values)
 
     def sequence_kl(self, batch: TrainBatch) -> torch.Tensor:
-        """Per-episode sum of the KL estimator to the reference over completion tokens, [B]."""
+        """Per-episode sum of the KL estimator to the reference over the loss tokens, [B]. The next
+        train_step reports its token mean as ``loss/kl_reference`` (the loss itself runs no reference
+        pass when the KL is placed in the reward)."""
+        self._reward_kl = torch.zeros(2, dtype=torch.float64)  # (KL summed over loss tokens, loss tokens) of this rank's rows
 
         def kl(micro: TrainBatch) -> torch.Tensor:
             estimate = kl_penalty(self._logprobs(self.model, micro), self._logprobs(self.reference, micro), self.config.algorithm.kl_estimator)
-            return (estimate * micro.loss_mask).sum(-1)
+            sums = (estimate * micro.loss_mask).sum(-1)
+            self._reward_kl += torch.stack([sums.sum(), micro.loss_mask.sum()]).double().cpu()
+            return sums
 
         return self._rowwise(batch, kl)
 
     # --- training ----------------------------------------------------------------------------------
-    def train_step(self, parts: list[TrainBatch]) -> dict[str, float]:
+    def train_step(self, parts: list[TrainBatch]) -> StepResult:
         """One training step: an optimiser step per minibatch, of which ``parts`` are this rank's
-        rows; version += 1. The same metrics come back on every rank.
+        rows; version += 1. The same metrics come back on every rank; the kept logprobs are this
+        rank's rows, part after part.
 
         The proximal (old-policy) logprobs of the PPO ratio are the trainer's at the start of the
         step, not the engine's. The first minibatch trains on those very weights, so its proximal
@@ -170,11 +176,14 @@ class Trainer:
                 steps.append(metrics | self.optim_step())
         self.version += 1
         means = {key: sum(step.get(key, 0.0) for step in steps) / len(steps) for key in steps[0]}
-        extras = {"timeline/spans": self._spans}
-        if self._kept is not None:
-            extras["trainer/logprobs"] = _by_row(parts, plans, [len(micros) for micros in cuts], self._kept)
+        if self._reward_kl is not None:  # the KL the batch's rewards were charged, over all ranks
+            dist.all_reduce(self._reward_kl)
+            means["loss/kl_reference"] = (self._reward_kl[0] / self._reward_kl[1].clamp(min=1)).item()
+            self._reward_kl = None
+        kept = None if self._kept is None else torch.cat(_by_row(parts, plans, [len(micros) for micros in cuts], self._kept))
+        result = StepResult(means | {"train/padding_frac": self._padding_frac([micro for micros in cuts for micro in micros])}, self._spans, kept)
         self._spans, self._kept = [], None
-        return means | {"train/padding_frac": self._padding_frac([micro for micros in cuts for micro in micros])} | extras
+        return result
 
     def _padding_frac(self, micros: list[TrainBatch]) -> float:
         """The share of the positions the step's forward passes computed, over all ranks, that were padding."""
@@ -194,7 +203,7 @@ class Trainer:
             new, entropy = self._logprobs(self.model, micro, with_entropy=True)
             old = new.detach() if micro.old_logprobs is None else micro.old_logprobs
             reference = None
-            if self.reference is not None:
+            if self.algorithm.loss_uses_reference:
                 with torch.no_grad():
                     reference = self._logprobs(self.reference, micro)
         if self._kept is not None:
