@@ -16,7 +16,7 @@ from pathlib import Path
 import ray
 
 from flywheel.algorithms import ALGORITHMS as PRESETS
-from flywheel.cluster.workers import Workers, start_engines, start_trainer
+from flywheel.cluster.workers import Workers, engine_group, start_engines, start_trainer, trainer_spec
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.monitor.metrics import read_metrics
@@ -32,7 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     out_dir = Path(tempfile.mkdtemp(prefix="flywheel-bench-"))
     base = load_config(HERE.parent / "configs/quickstart.yaml", ["run.progress=false"])
-    engines = start_engines(base)
+    engines = start_engines(engine_group(base))
     results = {}
     for preset in args.presets:
         config = load_config(
@@ -49,7 +49,7 @@ def main() -> None:
                 "run.progress=false",
             ],
         )
-        trainer = start_trainer(config, FileTransport(out_dir / f"weights-{preset}"))
+        trainer = start_trainer(trainer_spec(config), FileTransport(out_dir / f"weights-{preset}"))
         run_dir = train(config, Workers(engines, trainer))
         trainer.shutdown()
         rows = read_metrics(run_dir / "metrics.jsonl")

@@ -17,7 +17,7 @@ from pathlib import Path
 import ray
 from transformers import AutoTokenizer
 
-from flywheel.cluster.workers import start_engines
+from flywheel.cluster.workers import engine_group, start_engines
 from flywheel.config import load_config
 from flywheel.envs.registry import make_env
 from flywheel.rollout.group import EnvEpisode, episode_metrics, run_group
@@ -57,7 +57,7 @@ def main() -> None:
     config = load_config(ROOT / "configs/quickstart.yaml", ["model.path=assets/tiny-calc", "run.progress=false"])
     tokenizer = AutoTokenizer.from_pretrained(ROOT / "assets/tiny-calc")
     tasks = make_env("calculator").tasks(args.tasks, seed=0)
-    [engine] = start_engines(config)
+    [engine] = start_engines(engine_group(config))
     try:
         results = {
             "temperature_1": summary(asyncio.run(rollout(engine, tokenizer, args.samples, 1.0, tasks))),

@@ -29,7 +29,7 @@ def collection(repeats: int = 5) -> dict:
 
 
 def unfrozen_then_frozen(_actor=None) -> dict:
-    from flywheel.cluster.heap import freeze_startup_heap
+    from flywheel.engines.heap import freeze_startup_heap
 
     gc.unfreeze()
     unfrozen = collection()
@@ -40,11 +40,11 @@ def unfrozen_then_frozen(_actor=None) -> dict:
 def main() -> None:
     import ray
 
-    from flywheel.cluster.workers import start_engines
+    from flywheel.cluster.workers import engine_group, start_engines
     from flywheel.config import load_config
 
     config = load_config(REPO / "configs/quickstart.yaml", ["run.progress=false"])
-    [engine] = start_engines(config)
+    [engine] = start_engines(engine_group(config))
     try:
         driver = unfrozen_then_frozen()
         actor = ray.get(engine.actor.__ray_call__.remote(unfrozen_then_frozen))

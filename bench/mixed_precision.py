@@ -18,7 +18,7 @@ from pathlib import Path
 
 import ray
 
-from flywheel.cluster.workers import Workers, start_engines, start_trainer
+from flywheel.cluster.workers import Workers, engine_group, start_engines, start_trainer, trainer_spec
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.monitor.metrics import read_metrics
@@ -43,7 +43,7 @@ def run(dtype: str, steps: int, out_dir: Path, name: str) -> list[dict]:
             "run.progress=false",
         ],
     )
-    workers = Workers(start_engines(config), start_trainer(config, FileTransport(out_dir / f"weights-{name}")))
+    workers = Workers(start_engines(engine_group(config)), start_trainer(trainer_spec(config), FileTransport(out_dir / f"weights-{name}")))
     try:
         return read_metrics(train(config, workers) / "metrics.jsonl")
     finally:

@@ -29,7 +29,7 @@ from pathlib import Path
 import ray
 import torch
 
-from flywheel.cluster.workers import Workers, replacements, start_engines, start_trainer
+from flywheel.cluster.workers import Workers, engine_group, replacements, start_engines, start_trainer, trainer_spec
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.monitor.metrics import read_metrics
@@ -112,8 +112,8 @@ def main() -> None:
         ],
     )
     transport = open_transport(config.weights, config.rollout.engines)
-    trainer = start_trainer(config, transport, timed_trainer())
-    workers = Workers(start_engines(config), trainer, *replacements(config, trainer))
+    trainer = start_trainer(trainer_spec(config), transport, timed_trainer())
+    workers = Workers(start_engines(engine_group(config)), trainer, *replacements(engine_group(config), trainer))
     load_before = os.getloadavg()[0]
     profiler = cProfile.Profile()
     cpu_before, wall_before = time.process_time(), time.perf_counter()

@@ -110,15 +110,16 @@ def engine_settings(vllm_config) -> dict:
 def bare_worker(config, pipe) -> None:
     """Child process: ``vllm.LLM`` as flywheel's engine is configured; answers each list of (prompt ids,
     seed) with (seconds of one generate call, generated token ids per completion)."""
+    from flywheel.cluster.workers import engine_spec
     from flywheel.engines.vllm import cpu_list, engine_args, engine_env, on_cpu
 
     cpu = on_cpu()
-    os.environ.update(engine_env(config, cpu))
+    os.environ.update(engine_env(config.engine, cpu))
     if cpu and config.engine.cpu_bind != "auto":
         os.sched_setaffinity(0, cpu_list(config.engine.cpu_bind))
     from vllm import LLM, SamplingParams, TokensPrompt
 
-    llm = LLM(**engine_args(config, cpu))
+    llm = LLM(**engine_args(engine_spec(config), cpu))
     r = config.rollout
     pipe.send(engine_settings(llm.llm_engine.vllm_config))
     while (requests := pipe.recv()) is not None:
@@ -150,8 +151,8 @@ def bench_size(size: str, repeats: int, tmp: Path) -> dict:
     from transformers import AutoTokenizer
 
     from flywheel.algorithms import make_algorithm
-    from flywheel.cluster.heap import startup_heap_frozen
-    from flywheel.cluster.workers import start_engines
+    from flywheel.cluster.workers import engine_group, start_engines
+    from flywheel.engines.heap import startup_heap_frozen
     from flywheel.rollout.router import EngineRouter
     from flywheel.rollout.stream import load_tasks
 
@@ -170,7 +171,7 @@ def bench_size(size: str, repeats: int, tmp: Path) -> dict:
     bare.start()
     theirs.close()  # so that a child that dies ends recv() with EOFError
     bare_settings = ours.recv()
-    [engine] = start_engines(config)
+    [engine] = start_engines(engine_group(config))
     router = EngineRouter([engine])
     flywheel_settings = ray.get(engine.actor.__ray_call__.remote(lambda actor: engine_settings(actor.llm.vllm_config)))
     print(json.dumps({"bare": bare_settings, "flywheel": flywheel_settings}), flush=True)

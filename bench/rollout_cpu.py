@@ -80,7 +80,7 @@ def main() -> None:
 
     import flywheel
     from flywheel.algorithms import make_algorithm
-    from flywheel.cluster.workers import start_engines
+    from flywheel.cluster.workers import engine_group, start_engines
     from flywheel.rollout.router import EngineRouter
     from flywheel.rollout.stream import load_tasks
 
@@ -88,7 +88,7 @@ def main() -> None:
     config = make_config(str(REPO / "assets/tiny-adder"), prompts, n, max_tokens)
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     tasks, algorithm = load_tasks(config), make_algorithm(config.algorithm)
-    [engine] = start_engines(config)
+    [engine] = start_engines(engine_group(config))
     router = EngineRouter([engine])
     actor_pid, actor_src = ray.get(engine.actor.__ray_call__.remote(lambda _: (os.getpid(), sys.modules["flywheel"].__file__)))
     core = descendants(actor_pid)

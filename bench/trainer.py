@@ -41,7 +41,7 @@ import torch
 from machine import describe, machine
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from flywheel.cluster.workers import start_trainer
+from flywheel.cluster.workers import start_trainer, trainer_spec
 from flywheel.config import load_config
 from flywheel.trainer.group import deal_rows
 from flywheel.trainer.packing import plan_microbatches
@@ -189,7 +189,7 @@ def run_config(
     ]
     config = load_config(HERE.parent / "configs/quickstart.yaml", overrides)
     with tempfile.TemporaryDirectory(prefix="bench-trainer-") as tmp:
-        group = start_trainer(config, FileTransport(Path(tmp) / "weights"), trainer_class=MeasuredTrainer)
+        group = start_trainer(trainer_spec(config), FileTransport(Path(tmp) / "weights"), trainer_class=MeasuredTrainer)
         try:
             asyncio.run(group.train_step(make_batch([64, 48], seed=99)))  # warm-up: first-call allocations
             dtype_ = getattr(torch, dtype)

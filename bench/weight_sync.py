@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from flywheel.cluster.workers import engine_spec
 from flywheel.config import load_config
 from flywheel.config.weights import CollectiveTransportConfig, FileTransportConfig
 from flywheel.engines.vllm import VLLMEngine
@@ -99,7 +100,7 @@ async def bench_size(name: str, repeats: int, bandwidth: float) -> list[dict]:
         params = sum(t.numel() for t in state.values())
         nbytes = sum(t.numel() * t.element_size() for t in state.values())
         config = load_config(REPO / "configs/quickstart.yaml", [f"model.path={tmp}/model", "model.dtype=bfloat16"])
-        engine = VLLMEngine(config)
+        engine = VLLMEngine(engine_spec(config))
         rows = []
         try:
             transports = {

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from contextlib import ExitStack, closing
 from dataclasses import dataclass
@@ -54,17 +53,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import ray
-import torch
 from transformers import AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.base import Algorithm
 from flywheel.algorithms.batch import build_batch
-from flywheel.cluster.cores import split_for_async
-from flywheel.cluster.heap import startup_heap_frozen
-from flywheel.cluster.mpi import launched_by_mpi
-from flywheel.cluster.workers import Workers, start_workers
+from flywheel.cluster.workers import RewardActors, Workers, local_run_spec, run_spec, start_reward_actors, start_workers
 from flywheel.config import Config
+from flywheel.engines.heap import startup_heap_frozen
 from flywheel.envs.registry import env_factory
 from flywheel.eval.background import BackgroundEval, start_background_eval
 from flywheel.eval.heldout import eval_metrics, eval_sets
@@ -77,7 +73,7 @@ from flywheel.monitor.timed_engine import timed_router, untimed
 from flywheel.monitor.trackers import Trackers
 from flywheel.preemption import Preempted, StopSignals
 from flywheel.rewards.pipeline import RewardPipeline
-from flywheel.rewards.wiring import RewardActors, reward_pipeline
+from flywheel.rewards.wiring import reward_pipeline
 from flywheel.rollout.router import EngineRouter
 from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, TaskSet, load_tasks, take_batch
 from flywheel.timeline import Timeline
@@ -115,14 +111,12 @@ def train(config: Config, workers: Workers | None = None) -> Path:
     own_workers, own_ray = workers is None, not ray.is_initialized()
     signals, started = StopSignals().install(), None
     try:
-        notes: list[str] = []  # lines for the run's log
-        if own_workers and not launched_by_mpi():
-            config, split = split_for_async(config, os.sched_getaffinity(0), torch.cuda.is_available())
-            notes = [split] if split else []
-        workers = workers or (started := start_workers(config, open_transport(config.weights, config.rollout.engines)))
+        if own_workers:
+            spec = local_run_spec(config)
+            config, workers = spec.config, (started := start_workers(spec, open_transport(config.weights, config.rollout.engines)))
         signals.install()  # ray.init replaced SIGTERM's handler
         with startup_heap_frozen():  # a full collection would walk every module and Ray's state, stalling the loop
-            return asyncio.run(_train(config, workers, notes, signals))
+            return asyncio.run(_train(config, workers, list(workers.notes), signals))
     finally:
         if started:
             started.shutdown()
@@ -247,8 +241,11 @@ def setup(config: Config, workers: Workers, signals: StopSignals) -> Run:
         router = timed_router(w.engines, w.restart_engine, config.rollout.max_engine_restarts, writers.timeline, w.engine_restarts, w.rejoin)
         router.log = writers.progress.log  # restarts of engine replicas
         env_guards = getattr(env_factory(config.task.name), "guards", ())  # declared on the class
-        pipeline, reward_actors = reward_pipeline(config, env_guards, router)  # a policy judge follows restarted replicas
-        background = start_background_eval(config, tokenizer, tasks, more_evals) if config.eval.engines else None
+        spec = run_spec(config)  # the specs of the run's other actors (config is resolved already)
+        reward_actors = start_reward_actors(spec)
+        # a judge on the policy's engines calls the router, so it follows restarted replicas
+        pipeline = reward_pipeline(config, env_guards, router, reward_actors.judge, reward_actors.score_texts())
+        background = start_background_eval(spec.eval_engines, tokenizer, tasks, more_evals, config) if spec.eval_engines else None
     except BaseException:
         writers.close()
         raise

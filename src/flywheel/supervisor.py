@@ -18,7 +18,7 @@ from pathlib import Path
 
 import ray
 
-from flywheel.cluster.workers import Workers, replacements, start_engines, start_trainer
+from flywheel.cluster.workers import local_run_spec, run_spec, start_workers
 from flywheel.config import Config
 from flywheel.controller import TrainerLost, train
 from flywheel.engines.base import Engine
@@ -28,15 +28,17 @@ from flywheel.weights import open_transport
 def supervise(config: Config, engines: list[Engine] | None = None, trainer_class: type | None = None) -> Path:
     """Trains ``config``, restarting the trainer group after a rank dies; returns the run directory.
     ``engines``: serve the run with these (left running); None: start them and stop them at the end.
-    ``trainer_class``: the rank class (default Trainer)."""
+    ``trainer_class``: the rank class (default Trainer). Every attempt's actors come from one run spec,
+    the one a plain run of ``config`` gets (cluster/workers.py): the same core split and placement."""
     own_engines, own_ray = engines is None, not ray.is_initialized()
-    given = engines or start_engines(config)
-    serving, engine_restarts = list(given), 0
-    restarts = 0
+    spec = local_run_spec(config) if own_engines else run_spec(config)  # given engines: placed by the caller
+    config, given, workers, restarts = spec.config, list(engines or []), None, 0
     try:
         while True:
-            trainer = start_trainer(config, open_transport(config.weights, len(serving)), trainer_class)
-            workers = Workers(serving, trainer, *replacements(config, trainer), engine_restarts=engine_restarts, hand_back=True)
+            serving = workers.engines if workers else engines  # replacements included: they serve on
+            transport = open_transport(config.weights, config.rollout.engines if serving is None else len(serving))
+            workers = start_workers(spec, transport, trainer_class, serving, workers.engine_restarts if workers else 0)
+            workers.hand_back, given = True, given or list(workers.engines)
             try:
                 return train(config, workers)
             except TrainerLost as lost:
@@ -46,10 +48,9 @@ def supervise(config: Config, engines: list[Engine] | None = None, trainer_class
                 log_restart(lost.run_dir, f"restart {restarts} of {config.run.max_restarts}: {lost}")
                 config = config.model_copy(update={"run": config.run.model_copy(update={"resume": str(lost.run_dir)})})
             finally:
-                trainer.shutdown()
-                serving, engine_restarts = workers.engines, workers.engine_restarts
+                workers.trainer.shutdown()
     finally:
-        for engine in serving:  # replacements: the supervisor's own
+        for engine in workers.engines if workers else ():  # replacements: the supervisor's own
             if not any(engine is e for e in given):
                 engine.shutdown()
         if own_engines:

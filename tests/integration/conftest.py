@@ -7,7 +7,7 @@ import pytest
 import ray
 from helpers import SYNC
 
-from flywheel.cluster.workers import Workers, start_engines, start_trainer
+from flywheel.cluster.workers import Workers, engine_group, start_engines, start_trainer, trainer_spec
 from flywheel.config import Config, load_config
 from flywheel.weights import open_transport
 
@@ -21,7 +21,7 @@ def config() -> Config:
 def shared_engine(config):
     os.environ.setdefault("RAY_worker_niceness", "0")  # as flywheel's own Ray (cluster/workers.py)
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="error")  # room for extra replicas
-    [engine] = start_engines(config)
+    [engine] = start_engines(engine_group(config))
     yield engine
     engine.shutdown()
     ray.shutdown()
@@ -44,7 +44,7 @@ def fresh_workers(shared_engine):
 
     def make(config: Config) -> Workers:
         retire()
-        trainers.append(start_trainer(config, open_transport(config.weights, engines=1)))
+        trainers.append(start_trainer(trainer_spec(config), open_transport(config.weights, engines=1)))
         workers = Workers([shared_engine], trainers[-1])
         workers.sync_weights()
         return workers

@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.batch import build_batch
-from flywheel.cluster.workers import Workers, engine_starter, start_trainer
+from flywheel.cluster.workers import Workers, engine_group, engine_spec, engine_starter, start_trainer, trainer_spec
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.engines.remote import RemoteEngine
@@ -137,8 +137,8 @@ def test_staleness_bound_holds_and_no_episode_is_lost_when_an_engine_dies(shared
 
     config = run_config(tmp_path, "run.steps=8", "rollout.max_staleness=1")
     fresh_workers(config)  # the shared engine serves the initial weights
-    slow_engine = ray.remote(CrashingSlowEngine).options(num_cpus=0.5, max_restarts=0).remote(config)
-    slow_trainer = start_trainer(config, FileTransport(tmp_path / "weights"), SlowTrainer)
+    slow_engine = ray.remote(CrashingSlowEngine).options(num_cpus=0.5, max_restarts=0).remote(engine_spec(config))
+    slow_trainer = start_trainer(trainer_spec(config), FileTransport(tmp_path / "weights"), SlowTrainer)
     ray.get(slow_engine.__ray_ready__.remote())
     try:
         run_dir = train(config, Workers([shared_engine, RemoteEngine(slow_engine)], slow_trainer))
@@ -173,11 +173,11 @@ def test_a_lone_engine_that_dies_is_restarted_with_the_current_weights(fresh_wor
 
     config = run_config(tmp_path, "run.steps=4")
     fresh_workers(config)  # the session's trainer retired; the shared engine is not in this run
-    crashing = ray.remote(crashing_engine()).options(num_cpus=0.5, max_restarts=0).remote(config)
-    trainer = start_trainer(config, FileTransport(tmp_path / "weights"))
+    crashing = ray.remote(crashing_engine()).options(num_cpus=0.5, max_restarts=0).remote(engine_spec(config))
+    trainer = start_trainer(trainer_spec(config), FileTransport(tmp_path / "weights"))
     ray.get(crashing.__ray_ready__.remote())
     try:
-        run_dir = train(config, Workers([RemoteEngine(crashing)], trainer, engine_starter(config, cpus=0.5)))
+        run_dir = train(config, Workers([RemoteEngine(crashing)], trainer, engine_starter(engine_group(config, cpus=0.5))))
     finally:
         ray.kill(crashing)
         trainer.shutdown()

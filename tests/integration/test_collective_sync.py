@@ -5,6 +5,7 @@ quickstart run over it reproduces the golden numbers bit for bit. (A tied model 
 sharded trainer: test_model_families.py, qwen2.)"""
 
 import asyncio
+import dataclasses
 import json
 import math
 import time
@@ -16,7 +17,7 @@ import torch
 from helpers import SYNC, assert_matches_golden, crashing_engine
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from flywheel.cluster.workers import Workers, engine_starter, start_trainer
+from flywheel.cluster.workers import Workers, engine_group, engine_spec, engine_starter, start_trainer, trainer_spec
 from flywheel.config import load_config
 from flywheel.config.weights import CollectiveTransportConfig
 from flywheel.controller import train
@@ -155,10 +156,10 @@ def test_a_replica_that_dies_rejoins_the_collective_group_with_the_current_weigh
         ],
     )
     fresh_workers(config)  # retires the session's trainer
-    crashing = ray.remote(crashing_engine()).options(num_cpus=0.5, max_restarts=0).remote(config, 1)
-    trainer = start_trainer(config, CollectiveTransport(config.weights, engines=2))
+    crashing = ray.remote(crashing_engine()).options(num_cpus=0.5, max_restarts=0).remote(dataclasses.replace(engine_spec(config), replica=1))
+    trainer = start_trainer(trainer_spec(config), CollectiveTransport(config.weights, engines=2))
     ray.get(crashing.__ray_ready__.remote())
-    starter, replacements = engine_starter(config, cpus=0.5), []
+    starter, replacements = engine_starter(engine_group(config, cpus=0.5)), []
 
     async def replace(replica: int):
         replacements.append(Kept(await starter(replica)))

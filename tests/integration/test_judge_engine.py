@@ -10,7 +10,7 @@ import torch
 from tiny_models import save_causal_lm
 from transformers import AutoModelForCausalLM
 
-from flywheel.cluster.workers import start_engines
+from flywheel.cluster.workers import engine_group, start_engines
 from flywheel.config import Config, ModelConfig
 from flywheel.rewards.judge import EngineBackend, Judge, JudgeItem, build_prompt
 
@@ -25,7 +25,7 @@ def model_path(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def engine(model_path):
     started = not ray.is_initialized()
-    [handle] = start_engines(Config(model=ModelConfig(path=model_path)))
+    [handle] = start_engines(engine_group(Config(model=ModelConfig(path=model_path))))
     yield handle
     handle.shutdown()
     if started:

@@ -11,7 +11,7 @@ import ray
 from helpers import SYNC, dies_within
 from tiny_models import save_causal_lm
 
-from flywheel.cluster.workers import engine_starter
+from flywheel.cluster.workers import engine_group, engine_starter, run_spec, start_reward_actors
 from flywheel.config import load_config
 from flywheel.rewards.judge import EngineBackend, build_prompt
 from flywheel.rewards.wiring import reward_pipeline
@@ -27,14 +27,14 @@ def test_the_policy_judge_is_answered_by_the_replacement_replica(shared_engine, 
     room for the judge's prompt (the tiny adder's context is 64 tokens)."""
     model = save_causal_lm(tmp_path / "policy")
     judge_config = load_config(REPO / "configs/quickstart.yaml", [*SYNC, "run.progress=false", f"model.path={model}", *JUDGE])
-    start = engine_starter(judge_config, cpus=0.5)
+    start = engine_starter(engine_group(judge_config, cpus=0.5))
     completions, tasks = ["46", "13"], [{"prompt": "12+34=", "answer": "46", "reward": 1.0}, {"prompt": "5+7=", "answer": "12", "reward": 0.0}]
     request = [build_prompt("12+34=", "46", "46", nonce="c" * 16)]
 
     async def run():
         first = await start()
         router = EngineRouter([first], start, max_restarts=1)
-        pipeline, actors = reward_pipeline(judge_config, (), router)
+        pipeline = reward_pipeline(judge_config, (), router)
         backend = EngineBackend(router, judge_config.model.path, max_tokens=8)
         try:
             before = await pipeline.score(completions, tasks)
@@ -44,7 +44,6 @@ def test_the_policy_judge_is_answered_by_the_replacement_replica(shared_engine, 
             [reply_after] = await backend.complete_batch(request, None)
             return router, first, before, after, reply_before, reply_after
         finally:
-            await actors.stop()
             await router.close()
 
     router, first, before, after, reply_before, reply_after = asyncio.run(run())
@@ -75,8 +74,8 @@ def test_a_judge_on_its_own_engine_is_answered_by_its_restarted_engine(shared_en
     completions, tasks = ["46", "13"], [{"prompt": "12+34=", "answer": "46", "reward": 1.0}, {"prompt": "5+7=", "answer": "12", "reward": 0.0}]
 
     async def run():
-        pipeline, actors = reward_pipeline(config, (), shared_engine)
-        router = actors.judge_router
+        actors = start_reward_actors(run_spec(config))  # the judge's own engine, behind its own router
+        pipeline, router = reward_pipeline(config, (), shared_engine, actors.judge), actors.judge
         first = router.engines[0]
         try:
             before = await pipeline.score(completions, tasks)

@@ -9,9 +9,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import os, ray
-from flywheel.cluster.workers import _init_ray
+from flywheel.cluster.workers import connect, ray_cluster
 from flywheel.config import load_config
-_init_ray(load_config("configs/quickstart.yaml"))
+connect(ray_cluster(load_config("configs/quickstart.yaml")))
 print("niceness", os.getpriority(os.PRIO_PROCESS, 0), ray.get(ray.remote(lambda: os.getpriority(os.PRIO_PROCESS, 0)).remote()))
 ray.shutdown()
 """

@@ -14,7 +14,7 @@ from tiny_models import save_causal_lm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flywheel.algorithms.aggregation import token_mean
-from flywheel.cluster.workers import Workers, start_engines, start_trainer
+from flywheel.cluster.workers import Workers, engine_group, start_engines, start_trainer, trainer_spec
 from flywheel.config import Config, ModelConfig, TrainerConfig
 from flywheel.config.weights import CollectiveTransportConfig
 from flywheel.types import Episode, TrainBatch, collate
@@ -51,7 +51,7 @@ def test_tied_model_logprobs_agree_before_and_after_a_synced_step(family, transp
     publisher = (
         CollectiveTransport(CollectiveTransportConfig(bucket_mb=0.5), engines=1) if transport == "collective" else FileTransport(tmp_path / "w")
     )
-    workers = Workers(start_engines(config), start_trainer(config, publisher))
+    workers = Workers(start_engines(engine_group(config)), start_trainer(trainer_spec(config), publisher))
     try:
         before = sample(workers, prompts, seed=1)
         diff_before = mean_abs_diff(workers, before)

@@ -17,6 +17,7 @@ import ray
 from helpers import SYNC, actor_processes, crashing_engine
 from ray._private.state import actors as actor_table  # the GCS's actor table; the state API needs the dashboard
 
+from flywheel.cluster.workers import engine_spec
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.engines.remote import RemoteEngine
@@ -130,7 +131,7 @@ def test_the_next_attempt_is_served_by_the_replacement_replica(shared_engine, tm
         REPO / "configs/quickstart.yaml", [*SYNC, *COMMON, *steps, "run.supervise=true", "run.max_restarts=1", f"run.output_dir={tmp_path}"]
     )
     run_dir = tmp_path / "quickstart"
-    crashing = ray.remote(crashing_engine()).options(num_cpus=0.5, max_restarts=0).remote(config)
+    crashing = ray.remote(crashing_engine()).options(num_cpus=0.5, max_restarts=0).remote(engine_spec(config))
     ray.get(crashing.__ray_ready__.remote())
     before = set(engine_states(set()))
     seen_in_attempt_2: dict[str, set[str]] = {}

@@ -15,7 +15,7 @@ import torch
 from helpers import SYNC
 
 from flywheel.algorithms import make_algorithm
-from flywheel.cluster.workers import start_trainer
+from flywheel.cluster.workers import start_trainer, trainer_spec
 from flywheel.config import load_config
 from flywheel.trainer.group import deal_rows
 from flywheel.trainer.trainer import Trainer
@@ -83,7 +83,7 @@ def groups(shared_engine, tmp_path_factory):
     started = {}
     for ranks in (1, 2):
         config = load_config(REPO / "configs/quickstart.yaml", [*SYNC, f"trainer.ranks={ranks}", "trainer.minibatches=1", "trainer.threads=1"])
-        started[ranks] = start_trainer(config, FileTransport(tmp_path_factory.mktemp("weights")), probe_trainer())
+        started[ranks] = start_trainer(trainer_spec(config), FileTransport(tmp_path_factory.mktemp("weights")), probe_trainer())
     yield started
     for group in started.values():
         group.shutdown()

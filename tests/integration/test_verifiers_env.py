@@ -12,7 +12,7 @@ import yaml
 from helpers import undocumented_metrics
 from transformers import AutoTokenizer
 
-from flywheel.cluster.workers import start_engines
+from flywheel.cluster.workers import engine_group, start_engines
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.envs.registry import make_env
@@ -71,7 +71,7 @@ def test_single_turn_env_scores_the_sampled_tokens(shared_engine):
 @pytest.fixture
 def calc_engine(shared_engine):
     """An engine for tiny-calc (the calculator's tool-calling model), for this test only."""
-    [engine] = start_engines(load_config(REPO / "configs/calculator.yaml", ["run.progress=false"]))
+    [engine] = start_engines(engine_group(load_config(REPO / "configs/calculator.yaml", ["run.progress=false"])))
     yield engine
     engine.shutdown()
 

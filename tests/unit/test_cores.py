@@ -1,10 +1,12 @@
-"""The core split of an asynchronous run on one CPU machine (cluster/cores.py)."""
+"""The core split of an asynchronous run on one CPU machine (cluster/cores.py) and the actor specs the builder makes
+from a config (cluster/workers.py)."""
 
 from pathlib import Path
 
 import pytest
 
 from flywheel.cluster.cores import as_cpu_list, halves, split_for_async
+from flywheel.cluster.workers import Placement, RayCluster, RewardModelSpec, engine_options, run_spec
 from flywheel.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,3 +60,67 @@ def test_trainer_threads_are_shared_among_its_ranks_and_never_raised():
 def test_no_split_where_it_is_not_asked_for_or_does_not_fit(overrides, cores, gpu):
     config = quickstart(*overrides)
     assert split_for_async(config, cores, gpu) == (config, None)
+
+
+def test_a_supervised_run_gets_the_same_actor_specs_as_a_plain_one():
+    """The actor builder's specs (cluster/workers.py) for run.supervise=true equal a plain run's: the engines
+    on core 0, the trainer on core 1 with one thread, placement alike; only the run section differs."""
+    plain = run_spec(quickstart(), [0, 1], gpu=False)
+    supervised = run_spec(quickstart("run.supervise=true", "run.max_restarts=1"), [0, 1], gpu=False)
+    assert supervised.engines == plain.engines and supervised.engines.spec.options.cpu_bind == "0"
+    assert supervised.engines.placement == Placement(RayCluster(None, 2), cpus=1.0, gpu_share=0.5, labels={}, apart_from_trainer=False)
+    trainer = supervised.trainer.config.trainer
+    assert trainer == plain.trainer.config.trainer and (trainer.cpu_affinity, trainer.threads) == ([1], 1)
+    assert supervised.trainer.gpu_share == plain.trainer.gpu_share == 0.5
+    assert supervised.notes == plain.notes and "engines on cores 0, trainer on cores 1" in supervised.notes[0]
+    assert supervised.config.engine == plain.config.engine and supervised.config.trainer == plain.config.trainer
+
+
+def test_disaggregated_engines_are_kept_off_the_trainer_s_nodes_and_take_whole_gpus():
+    spec = run_spec(
+        quickstart("cluster.address=auto", "cluster.placement=disaggregated", "cluster.engine_labels={zone: a}", "eval.engines=2"), [0, 1]
+    )
+    assert spec.notes == () and spec.engines.spec.options.cpu_bind == "auto"  # the workers live elsewhere: no split
+    assert spec.engines.placement == Placement(RayCluster("auto", 2), cpus=1.0, gpu_share=1.0, labels={"zone": "a"}, apart_from_trainer=True)
+    assert spec.trainer.gpu_share == 1.0
+    assert engine_options(spec.engines.placement, 1, gpus=True, avoid_nodes=["n1", "n2"]) == {
+        "num_cpus": 1.0,
+        "num_gpus": 1.0,
+        "label_selector": {"zone": "a", "ray.io/node-id": "!in(n1,n2)"},
+        "scheduling_strategy": "SPREAD",
+    }
+    # the evaluation replicas share the engines' CPUs and are not kept apart
+    assert spec.eval_engines.replicas == 2 and spec.eval_engines.placement.cpus == 0 and not spec.eval_engines.placement.apart_from_trainer
+    assert engine_options(spec.eval_engines.placement, 2, gpus=False, avoid_nodes=[]) == {
+        "num_cpus": 0.0,
+        "num_gpus": 0.0,
+        "label_selector": {"zone": "a"},
+        "scheduling_strategy": "SPREAD",
+    }
+
+
+def test_colocated_replicas_share_half_a_gpu_and_a_cpu():
+    spec = run_spec(quickstart("rollout.engines=2"), [0, 1])
+    assert spec.notes == ()  # two replicas would share the engines' half
+    assert engine_options(spec.engines.placement, 2, gpus=True, avoid_nodes=[]) == {
+        "num_cpus": 0.5,
+        "num_gpus": 0.25,
+        "label_selector": None,
+        "scheduling_strategy": "SPREAD",
+    }
+    assert [spec.engines.replicas, spec.eval_engines, spec.judge, spec.reward_model] == [2, None, None, None]
+
+
+def test_a_judge_of_its_own_and_a_reward_model_are_specified_from_their_sections():
+    spec = run_spec(
+        quickstart(
+            "reward.judge.enabled=true",
+            "reward.judge.engine=own",
+            "reward.judge.model_path=assets/tiny-adder",
+            "reward.reward_model.path=assets/tiny-adder",
+        ),
+        [0, 1],
+    )
+    assert spec.judge.replicas == 1 and spec.judge.spec.model == "assets/tiny-adder" and spec.judge.placement.cpus == 0
+    assert spec.judge.spec.options.cpu_bind == "0"  # on the engines' half of the split
+    assert spec.reward_model == RewardModelSpec("assets/tiny-adder", batch_size=16, max_length=2048, threads=1)

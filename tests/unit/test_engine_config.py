@@ -66,13 +66,13 @@ def test_the_config_chooses_the_implementations(tmp_path):
 
 def test_cpu_only_vllm_options_apply_only_on_cpu():
     config = load_config(REPO / "configs/quickstart.yaml", ["engine.kv_cache_gib=3", "engine.cpu_bind='0-1'"])
-    assert engine_env(config, cpu=True) == {
+    assert engine_env(config.engine, cpu=True) == {
         "VLLM_LOGGING_LEVEL": "WARNING",
         "TOKENIZERS_PARALLELISM": "false",
         "VLLM_CPU_KVCACHE_SPACE": "3",
         "VLLM_CPU_OMP_THREADS_BIND": "0-1",
     }
-    assert engine_env(config, cpu=False) == {"VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
+    assert engine_env(config.engine, cpu=False) == {"VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def test_token_versions_unroll_vllm_s_weight_version_spans():

@@ -4,7 +4,7 @@ becomes unreachable meanwhile is still freed."""
 import gc
 import weakref
 
-from flywheel.cluster.heap import startup_heap_frozen
+from flywheel.engines.heap import startup_heap_frozen
 
 
 class Node:

@@ -6,6 +6,8 @@ on its own (the quickstart, README: 1.26 s per step so, against 2.07 s synchrono
 made only where nothing was chosen by hand (engine.cpu_bind 'auto', trainer.cpu_affinity unset), on a local
 machine without a GPU, for one engine (no second rollout replica, no evaluation engine: engine.cpu_bind is one
 value for them all, so they would share the half) and where each trainer rank gets a core of its own.
+The actor builder (cluster/workers.py, ``run_spec``) applies it to every run whose actors it starts, supervised
+or not.
 """
 
 from __future__ import annotations

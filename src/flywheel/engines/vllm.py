@@ -21,9 +21,10 @@ import pickle
 
 import torch
 
-from flywheel.cluster.heap import freeze_startup_heap
-from flywheel.config import Config
+from flywheel.config.engine import VLLMConfig
+from flywheel.engines.heap import freeze_startup_heap
 from flywheel.engines.remote import ServesBatches
+from flywheel.engines.spec import EngineSpec
 from flywheel.types import Completion
 from flywheel.weights.base import WeightUpdate
 
@@ -33,12 +34,12 @@ def on_cpu() -> bool:
     return not torch.cuda.is_available()
 
 
-def engine_env(config: Config, cpu: bool) -> dict[str, str]:
+def engine_env(options: VLLMConfig, cpu: bool) -> dict[str, str]:
     """Environment variables of the engine's processes (set before vllm is imported); the CPU-only
-    options of ``engine`` only on CPU."""
+    ``options`` only on CPU."""
     env = {"VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
     if cpu:
-        env |= {"VLLM_CPU_KVCACHE_SPACE": str(config.engine.kv_cache_gib), "VLLM_CPU_OMP_THREADS_BIND": config.engine.cpu_bind}
+        env |= {"VLLM_CPU_KVCACHE_SPACE": str(options.kv_cache_gib), "VLLM_CPU_OMP_THREADS_BIND": options.cpu_bind}
     return env
 
 
@@ -51,20 +52,20 @@ def cpu_list(spec: str) -> set[int]:
     return cores
 
 
-def engine_args(config: Config, cpu: bool) -> dict:
+def engine_args(spec: EngineSpec, cpu: bool) -> dict:
     """vLLM's engine arguments for generation (the weight-transfer hooks aside): what bench/rollout.py
     gives bare vLLM too."""
     # A seeded request whose prefill is split across steps makes vLLM-CPU 0.32 rewind its sampling
     # generator, which CPU generators cannot do (the engine dies): no splitting on CPU.
-    device_args = {"enable_chunked_prefill": False} if cpu else {"gpu_memory_utilization": config.engine.gpu_memory_utilization}
+    device_args = {"enable_chunked_prefill": False} if cpu else {"gpu_memory_utilization": spec.options.gpu_memory_utilization}
     # vLLM's stats are computed every step for its own logs only (``vllm.LLM`` turns them off too)
     return {
-        "model": config.model.path,
-        "dtype": config.model.dtype,
-        "seed": config.run.seed,
+        "model": spec.model,
+        "dtype": spec.dtype,
+        "seed": spec.seed,
         "enforce_eager": True,
-        "max_num_seqs": config.engine.max_num_seqs,
-        "max_num_batched_tokens": config.engine.max_num_batched_tokens,
+        "max_num_seqs": spec.options.max_num_seqs,
+        "max_num_batched_tokens": spec.options.max_num_batched_tokens,
         "disable_log_stats": True,
         **device_args,
     }
@@ -84,28 +85,28 @@ def token_versions(spans, tokens: int) -> tuple[int, ...]:
 
 
 class VLLMEngine(ServesBatches):
-    """One vLLM replica, the ``replica``-th of the run's engines. A Ray async actor in a run: its methods are coroutines."""
+    """One vLLM replica, the ``spec.replica``-th of its group. A Ray async actor in a run: its methods are coroutines."""
 
-    def __init__(self, config: Config, replica: int = 0) -> None:
+    def __init__(self, spec: EngineSpec) -> None:
         cpu = on_cpu()
-        os.environ.update(engine_env(config, cpu))
-        if cpu and config.engine.cpu_bind != "auto":  # the front end and the engine-core process it starts, too
-            os.sched_setaffinity(0, cpu_list(config.engine.cpu_bind))
+        os.environ.update(engine_env(spec.options, cpu))
+        if cpu and spec.options.cpu_bind != "auto":  # the front end and the engine-core process it starts, too
+            os.sched_setaffinity(0, cpu_list(spec.options.cpu_bind))
         from vllm import AsyncEngineArgs
         from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        self.backend = config.weights.engine_backend(cuda=not cpu)  # vLLM's weight-transfer backend
+        self.backend = spec.weights.engine_backend(cuda=not cpu)  # vLLM's weight-transfer backend
         self.llm = AsyncLLM.from_engine_args(
             AsyncEngineArgs(
-                **engine_args(config, cpu),
+                **engine_args(spec, cpu),
                 weight_transfer_config={"backend": self.backend},
             ),
             # vLLM's batch-generation defaults for what the config leaves to vLLM, as ``vllm.LLM`` gets them
             # (on CPU 4096 tokens per step, not the 2048 of an engine context): a rollout is a batch job
             usage_context=UsageContext.LLM_CLASS,
         )
-        self.replica = replica
+        self.replica = spec.replica
         self.group: str | None = None  # the weight-transfer group the workers have joined
         self.weight_version = 0
         self.request_ids = itertools.count()  # unique within this engine, which is all vLLM asks of an id

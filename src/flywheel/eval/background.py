@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from flywheel.cluster.workers import EngineGroup, start_engines
 from flywheel.config import Config
 from flywheel.engines.base import Engine
 from flywheel.eval.heldout import eval_metrics
@@ -59,9 +60,6 @@ class BackgroundEval:
             await asyncio.to_thread(engine.shutdown)
 
 
-def start_background_eval(config: Config, tokenizer, tasks: TaskSet, more: dict[str, TaskSet]) -> BackgroundEval:
-    """``eval.engines`` replicas of the run's engine (no CPU reserved: they share the engines' cores)."""
-    from flywheel.cluster.workers import start_engines
-
-    own = config.model_copy(update={"rollout": config.rollout.model_copy(update={"engines": config.eval.engines})})
-    return BackgroundEval(start_engines(own, cpus=0), tokenizer, tasks, more, config, report=lambda row: None)
+def start_background_eval(group: EngineGroup, tokenizer, tasks: TaskSet, more: dict[str, TaskSet], config: Config) -> BackgroundEval:
+    """The evaluation replicas of ``group`` (the run spec's ``eval_engines``), started."""
+    return BackgroundEval(start_engines(group), tokenizer, tasks, more, config, report=lambda row: None)

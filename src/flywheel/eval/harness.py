@@ -12,6 +12,7 @@ from pathlib import Path
 import ray
 from transformers import AutoTokenizer
 
+from flywheel.cluster.workers import engine_group, start_engines
 from flywheel.config import Config, ConfigError, model_problem
 from flywheel.eval.estimators import summarise, task_scores
 from flywheel.rewards.answer_form import final_answer
@@ -43,28 +44,24 @@ def resolve_checkpoint(path: str) -> Path:
 
 
 def eval_config(config: Config, checkpoint: str | None, request: EvalRequest) -> Config:
-    """The run's config pointed at the checkpoint, with the requested replicas; raises ConfigError."""
+    """The run's config pointed at the checkpoint; raises ConfigError."""
     if request.k < 1 or (request.n is not None and request.n < request.k):
         raise ConfigError(f"--k must be at least 1 and --n at least k (got k={request.k}, n={request.n})")
-    model = config.model
-    if checkpoint is not None:
-        path = str(resolve_checkpoint(checkpoint))
-        if problem := model_problem(path):
-            raise ConfigError(problem)
-        model = model.model_copy(update={"path": path})
-    rollout = config.rollout.model_copy(update={"engines": request.engines or config.rollout.engines})
-    return config.model_copy(update={"model": model, "rollout": rollout})
+    if checkpoint is None:
+        return config
+    path = str(resolve_checkpoint(checkpoint))
+    if problem := model_problem(path):
+        raise ConfigError(problem)
+    return config.model_copy(update={"model": config.model.model_copy(update={"path": path})})
 
 
 def evaluate_checkpoint(config: Config, checkpoint: str | None, request: EvalRequest) -> dict:
-    """Starts the engines, runs the eval, stops them; writes the report (``report["path"]``) and
-    ``<report>.tasks.jsonl`` and returns the report."""
-    from flywheel.cluster.workers import start_engines
-
+    """Starts ``request.engines`` replicas (None: ``rollout.engines``) placed as a run's, runs the eval, stops
+    them; writes the report (``report["path"]``) and ``<report>.tasks.jsonl`` and returns the report."""
     config = eval_config(config, checkpoint, request)
     out = Path(request.output) if request.output else _default_output(config, checkpoint, request.k)
     own_ray = not ray.is_initialized()
-    engines = start_engines(config)
+    engines = start_engines(engine_group(config, replicas=request.engines))
     try:
         return evaluate_on(config, engines, request, out)
     finally:

@@ -95,12 +95,12 @@ def replay(run_dir: Path, step: int) -> ReplayResult:
     """Runs step ``step`` again on a trainer of its own (Ray started if needed, and stopped)."""
     import ray
 
-    from flywheel.cluster.workers import start_trainer
+    from flywheel.cluster.workers import start_trainer, trainer_spec
     from flywheel.weights import open_transport
 
     config, dump, checkpoint, logged = replay_inputs(run_dir, step)
     own_ray = not ray.is_initialized()
-    trainer = start_trainer(config, open_transport(config.weights, config.rollout.engines))
+    trainer = start_trainer(trainer_spec(config), open_transport(config.weights, config.rollout.engines))
     try:
         replayed = asyncio.run(_train_again(config, trainer, dump, checkpoint))
     finally:
