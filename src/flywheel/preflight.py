@@ -24,8 +24,9 @@ def check_config(config: Config) -> Config:
     for problem in (task_problem(config.task), *evals, functions_problem(config.reward.functions), guards_problem(config.reward.guards)):
         if problem:
             raise ConfigError(problem)
-    if config.task.dataset is not None and config.task.long_prompts == "refuse":
-        if problem := long_prompt_problem(config.model.path, config.rollout.max_new_tokens, **config.task.env_kwargs()):
+    if config.task.dataset is not None:  # refused: any long row; skipped: only when every row is
+        kwargs = config.task.env_kwargs()
+        if problem := long_prompt_problem(config.model.path, config.rollout.max_new_tokens, long_prompts_mode=config.task.long_prompts, **kwargs):
             raise ConfigError(problem)
     if config.reward.check_rows:
         if config.task.dataset is None:

@@ -106,6 +106,15 @@ def test_prompts_longer_than_the_context_are_refused_at_load_when_asked(tmp_path
     )
 
 
+def test_a_dataset_whose_every_prompt_is_too_long_is_refused_at_load(tmp_path):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"prompt": "1+" * 40 + "1=", "answer": "41"}) + "\n" for _ in range(3)))
+    assert one_sentence(cli(tmp_path, *DATASET, f"task.dataset={data}")) == (
+        f"flywheel: error: every row of task.dataset '{data}' has a prompt longer than the model's context leaves room for (56 tokens: "
+        "max_position_embeddings minus rollout.max_new_tokens), so nothing is left to train on; shorten the prompts or lower rollout.max_new_tokens"
+    )
+
+
 def test_prompts_longer_than_the_context_are_skipped_and_counted_by_default(tmp_path, capsys):
     from flywheel.config import load_config
     from flywheel.rollout.stream import load_tasks

@@ -214,9 +214,11 @@ def long_prompt_problem(
     reference_extraction: Extraction = "whole",
     answer_tag: str = "answer",
     system_prompt: str | None = None,
+    long_prompts_mode: str = "refuse",
     **_: Any,
 ) -> str | None:
-    """One sentence naming the first row of ``dataset`` too long for the model's context, or None."""
+    """One sentence naming the first row of ``dataset`` too long for the model's context, or None; with
+    ``long_prompts_mode`` 'skip' only when every row is (nothing would be left to train on)."""
     from transformers import AutoTokenizer
 
     room = prompt_room(model_path, max_new_tokens)
@@ -224,7 +226,12 @@ def long_prompt_problem(
         return None
     tasks = dataset_tasks(dataset, "task.dataset", prompt_column, answer_column, reference_extraction, answer_tag)
     long = long_prompts(tasks, AutoTokenizer.from_pretrained(model_path), system_prompt, room)
-    if not long:
+    if long_prompts_mode == "skip" and len(long) == len(tasks):
+        return (
+            f"every row of task.dataset '{dataset}' has a prompt longer than the model's context leaves room for ({room} tokens: "
+            "max_position_embeddings minus rollout.max_new_tokens), so nothing is left to train on; shorten the prompts or lower rollout.max_new_tokens"
+        )
+    if not long or long_prompts_mode == "skip":
         return None
     return (
         f"task.dataset '{dataset}' row {long[0] + 1} (and {len(long) - 1} more) has a prompt longer than the model's context leaves room for "
