@@ -199,16 +199,19 @@ def freeze_while_generating(node: Node, run_dir: Path, timeout_s: float = 600) -
             time.sleep(0.1)
             continue
         frozen = ray_workers(node)
-        for process in frozen:
-            with contextlib.suppress(psutil.Error):
-                process.suspend()
+        signal_all(frozen, psutil.Process.suspend)
         if generating(run_dir) == steps:
             wait_until_quiet(run_dir / "metrics.jsonl", quiet_s=30)  # the step cannot end without their requests
             if len(read_jsonl(run_dir / "metrics.jsonl")) - 1 == steps:
                 return
-        for process in frozen:
-            with contextlib.suppress(psutil.Error):
-                process.resume()
+        signal_all(frozen, psutil.Process.resume)
+
+
+def signal_all(processes: list[psutil.Process], send) -> None:
+    """Suspends or resumes each process; one that has exited since it was listed is skipped."""
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            send(process)
 
 
 def wait_until_quiet(path: Path, quiet_s: float, timeout_s: float = 600) -> None:
@@ -252,19 +255,19 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
         wait_for(lambda: any(output.glob("*/metrics.jsonl")) or ended(driver), 600, "the run did not start (driver.log)")
         assert not ended(driver), log.read_text()[-3000:]
         [run_dir] = output.iterdir()
-        trainer = ray_workers(head, "Trainer")
-        assert trainer, "no trainer process on the head node"
+        assert ray_workers(head, "Trainer"), "no trainer process on the head node"
         wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 2 or ended(driver), 600, "the run did not finish step 1", every_s=0.2)
         assert not ended(driver), log.read_text()[-3000:]
         freeze_while_generating(doomed, run_dir)
-        for process in trainer:  # held until the replacement is back, so that a slow start cannot outlast the run
-            process.suspend()
+        # held until the replacement is back, so that a slow start cannot outlast the run; listed now, since a
+        # helper process the trainer started earlier may have exited
+        trainer = ray_workers(head, "Trainer")
+        signal_all(trainer, psutil.Process.suspend)
         doomed.kill()
         try:
             wait_for(lambda: "is back, serving" in log.read_text(), 900, f"the killed replica was not restarted: {log.read_text()[-3000:]}")
         finally:
-            for process in trainer:
-                process.resume()
+            signal_all(trainer, psutil.Process.resume)
         assert driver.wait(timeout=900) == 0, log.read_text()[-3000:]
     finally:
         if driver.poll() is None:
