@@ -2,14 +2,18 @@
 own Ray and engine): a dataset grader that always raises, an environment whose reward is always NaN. Exit
 code 5; the sentence gives the share of invalid episodes and the first error; errors/ holds its traceback;
 no process of the run is left behind.
-The first run's dataset also has rows too long for the model's context: they are skipped and said so."""
+The first run's dataset also has rows too long for the model's context: they are skipped and said so.
+(slow) An engine that never answers: its core process stopped, its replica alive to Ray."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTY = REPO / "tests/faulty_user_code.py"
@@ -77,3 +81,36 @@ def test_an_environment_whose_reward_is_always_nan_stops_the_run_with_one_senten
         )
     )
     assert "Traceback" not in result.stderr and (tmp_path / "quickstart/errors/nonfinite_reward.txt").is_file()
+
+
+@pytest.mark.slow
+def test_an_engine_that_never_answers_stops_the_run_with_one_sentence(tmp_path):
+    """The engine's core process is stopped (SIGSTOP) once the first step is logged: its replica stays alive
+    to Ray, its requests never return. The run ends after rollout.stall_timeout_s with exit 5, and nothing of
+    it is left, the stopped process included."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    overrides = [*STALL, f"run.output_dir={tmp_path}", "rollout.stall_timeout_s=20", "run.steps=50"]
+    command = [sys.executable, "-m", "flywheel.cli", "train", str(REPO / "configs/quickstart.yaml"), *overrides]
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    metrics = tmp_path / "quickstart/metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while not (metrics.is_file() and '"step": 1,' in metrics.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    cores = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _in_session(int(p.name), process.pid, b"EngineCore")]
+    assert cores, session(process.pid)
+    for pid in cores:
+        os.kill(pid, signal.SIGSTOP)
+    stdout, stderr = process.communicate(timeout=300)
+    deadline = time.monotonic() + 30
+    while session(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not session(process.pid), f"left behind: {session(process.pid)}"
+    assert process.returncode == 5, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("flywheel: stopped: no group finished in 20 s"), stderr[-3000:]
+
+
+def _in_session(pid: int, sid: int, name: bytes) -> bool:
+    try:
+        return os.getsid(pid) == sid and name in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
