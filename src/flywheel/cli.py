@@ -8,10 +8,11 @@ the wrong shape or type (a reward function, a grader), at its first call; 3 an a
 asked for that); 4 a trainer rank died (with run.supervise: past run.max_restarts, or before the first
 checkpoint); the message names the checkpoint to resume from; 5 the run could make no progress
 (rollout.stall_steps steps' worth of groups in a row trained none, or no group finished in
-rollout.stall_timeout_s): the sentence gives the share of invalid episodes and the first error; 6 SIGTERM or
-SIGINT stopped the run: stopped, resumable, with one line naming the checkpoint of the last step done (a second
-signal stops at once, without a new checkpoint; flywheel/preemption.py). Started by ``mpirun -np N``, every process runs this command:
-rank 0 the run, the others its trainer ranks (``cluster/mpi.py``); a nonzero code aborts the job.
+rollout.stall_timeout_s): the sentence gives the share of invalid episodes and the first error; 6 SIGTERM,
+SIGINT or SIGUSR1 stopped the run: stopped, resumable, with one line naming the checkpoint of the last step done (a
+second signal stops at once, without a new checkpoint; flywheel/preemption.py). Started by ``mpirun -np N``, every process
+runs this command: rank 0 the run, the others its trainer ranks (``cluster/mpi.py``); a nonzero code aborts the job,
+unless rank 0 had released the other ranks (a stop signal: mpirun's exit code is then 6).
 """
 
 from __future__ import annotations

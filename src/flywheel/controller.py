@@ -28,7 +28,7 @@ background eval, the run directory's writers), ``train_step`` is one step, ``clo
 parts. The producer (the stream's admission task) and the training side (``train_steps``) run as
 named tasks; a failure of either ends the other and is raised.
 
-Preemption (preemption.py): SIGTERM or SIGINT stops the training side before its next step; a step
+Preemption (preemption.py): SIGTERM, SIGINT or SIGUSR1 stops the training side before its next step; a step
 waiting for its batch is abandoned at once (the trainer still holds the last step done), one
 training gets half of run.stop_timeout_s to finish. The last step done is checkpointed (with the
 controller state recorded when it ended, so the prompts of an abandoned batch are pending again),
@@ -106,7 +106,7 @@ def train(config: Config, workers: Workers | None = None) -> Path:
     With ``run.resume`` it continues that run from its latest checkpoint: metrics after it are
     dropped and recomputed; with max_staleness = 0 the continued run equals the uninterrupted one.
     Workers started here for an asynchronous run on one CPU machine get separate cores (cluster/cores.py).
-    SIGTERM or SIGINT stops the run (``Preempted``, see ``stop_soon``).
+    SIGTERM, SIGINT or SIGUSR1 stops the run (``Preempted``, see ``stop_soon``).
     """
     own_workers, own_ray = workers is None, not ray.is_initialized()
     signals, started = StopSignals().install(), None

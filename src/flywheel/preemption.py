@@ -1,12 +1,13 @@
-"""Preemption: SIGTERM and SIGINT (what Kubernetes, Slurm and job runners send, and Ctrl-C) ask a run
-to stop at its next safe point; a second signal stops it at once.
+"""Preemption: SIGTERM and SIGINT (what Kubernetes, Slurm and job runners send, and Ctrl-C), and SIGUSR1
+(what ``sbatch --signal=USR1@SECONDS`` sends ahead of a time limit, and what mpirun forwards to every rank
+at once) ask a run to stop at its next safe point; a second signal stops it at once.
 
 Who handled them before: ``ray.init`` replaces the driver's SIGTERM handler with ``sys.exit``, which
 raised inside the event loop and ended in Ray's core worker aborting (exit 134, an abseil stack dump);
 SIGINT met ``asyncio.run``'s own handler, which only cancels the loop's main task once (the run went
 on). Ray starts its own processes (GCS, raylet, workers, and through them the engines' processes)
 with SIGINT blocked, so a Ctrl-C to the process group reaches the driver alone. ``StopSignals`` takes
-both signals over in the driver (again after ``ray.init``; ``asyncio.run`` then leaves SIGINT alone)
+the signals over in the driver (again after ``ray.init``; ``asyncio.run`` then leaves SIGINT alone)
 and hands them to the loop, which stops at a step boundary (controller.py); the CLI exits with 6.
 """
 
@@ -18,7 +19,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
 
 class Preempted(RuntimeError):
@@ -34,7 +35,7 @@ class Preempted(RuntimeError):
 
 
 class StopSignals:
-    """SIGTERM and SIGINT to this process, while installed: ``asked`` names the first one. On the
+    """The stop signals (SIGNALS) to this process, while installed: ``asked`` names the first one. On the
     event loop given to ``attach``, ``on_first`` runs at the first and ``on_again`` at any later one;
     with no loop attached, a second signal raises KeyboardInterrupt (start-up is interrupted)."""
 
@@ -46,7 +47,7 @@ class StopSignals:
         self._previous: dict[int, object] = {}
 
     def install(self) -> StopSignals:
-        """Takes both signals over (again: ``ray.init`` replaces SIGTERM's handler); only the main thread can."""
+        """Takes the signals over (again: ``ray.init`` replaces SIGTERM's handler); only the main thread can."""
         if threading.current_thread() is threading.main_thread():
             for number in SIGNALS:
                 previous = signal.signal(number, self._handle)

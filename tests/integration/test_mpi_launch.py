@@ -2,13 +2,17 @@
 controller and the engine on Ray) and the run equals the same config trained by a 2-rank Ray group; an
 engine killed under it is replaced and rejoins the collective weight group."""
 
+import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from helpers import SYNC, actor_processes
 
@@ -113,3 +117,75 @@ def test_an_engine_killed_under_mpirun_is_replaced_and_rejoins_the_collective_gr
     assert len(trained) == steps * 16
     for row in trained:  # synchronous: the replacement served the version the step trained on
         assert set(sum(row["weight_versions"], [])) == {row["trainer_version"]}, row["position"]
+
+
+@pytest.mark.slow
+def test_stop_signals_under_mpirun_checkpoint_with_every_rank_and_exit_6(tmp_path):
+    """SIGUSR1 to mpirun (which forwards it to every rank at once, as for ``sbatch --signal=USR1@T``)
+    after step 2: rank 0 stops at the step boundary, saves the checkpoint with rank 1 and releases it;
+    mpirun exits 6 with rank 0's one line, and no process of the launch is left. Resumed under mpirun
+    from that checkpoint, SIGTERM to each rank (what srun sends to every task) stops it the same way,
+    later."""
+    args = [*COMMON, "run.steps=40", "eval.every=100", "run.checkpoint_every=100", f"run.output_dir={tmp_path}", "run.name=mpi"]
+    run_dir = tmp_path / "mpi"
+
+    first = stop_after(mpirun_command(*args), run_dir / "metrics.jsonl", 2, lambda run: run.send_signal(signal.SIGUSR1))
+    stopped = re.search(
+        r"flywheel: stopped: SIGUSR1 stopped the run at a step boundary after step (\d+); checkpoint (\S+): continue with run.resume=", first
+    )
+    assert stopped, first[-3000:]
+    assert int(stopped[1]) >= 2 and Path(stopped[2]) == run_dir / f"checkpoints/step_{stopped[1]}", first[-3000:]
+
+    def sigterm_each_rank(run: subprocess.Popen) -> None:
+        ranks = [p for p in psutil.Process(run.pid).children() if "flywheel.cli" in " ".join(p.cmdline())]
+        assert len(ranks) == 2, ranks
+        for rank in ranks:
+            rank.terminate()
+
+    resumed_from = int(stopped[1])
+    second = stop_after(mpirun_command(*args, f"run.resume={run_dir}"), run_dir / "metrics.jsonl", resumed_from + 1, sigterm_each_rank)
+    stopped = re.search(r"flywheel: stopped: SIGTERM stopped the run at a step boundary after step (\d+); checkpoint (\S+):", second)
+    assert stopped and int(stopped[1]) > resumed_from and Path(stopped[2]).is_dir(), second[-3000:]
+    steps = [row["step"] for row in read_metrics(run_dir / "metrics.jsonl")]
+    assert steps == list(range(int(stopped[1]) + 1)), steps  # the resumed run continued where the checkpoint was
+
+
+def stop_after(command: list[str], metrics: Path, step: int, send) -> str:
+    """Starts ``command`` in a session of its own, calls ``send(process)`` once ``metrics`` has the row of
+    ``step``, and returns its output; asserts exit code 6 within 120 s and no process of the session left."""
+    run = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not any(row["step"] >= step for row in rows_written(metrics)):
+            assert run.poll() is None and time.monotonic() < deadline, f"the run ended or stalled before step {step}: {run.stdout.read()[-3000:]}"
+            time.sleep(0.5)
+        send(run)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 6, output[-3000:]
+    deadline = time.monotonic() + 10
+    while in_session(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not in_session(run.pid), in_session(run.pid)
+    return output
+
+
+def in_session(sid: int) -> list[str]:
+    """The live processes of session ``sid``: their command lines."""
+    found = []
+    for process in psutil.process_iter(["pid"]):
+        with contextlib.suppress(psutil.Error):
+            if os.getsid(process.pid) == sid and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(" ".join(process.cmdline())[:120])
+    return found
+
+
+def rows_written(metrics: Path) -> list[dict]:
+    """The rows of ``metrics`` written so far (none before it exists; a line being written is left out)."""
+    rows = []
+    for line in metrics.read_text().splitlines() if metrics.is_file() else []:
+        with contextlib.suppress(ValueError):
+            rows.append(json.loads(line))
+    return rows

@@ -1,7 +1,7 @@
 """Every import in src/flywheel points down: a module imports only its own folder and the layers below it.
 
-The layers, bottom up (DESIGN.md, "Layout"): the contracts (types, config, metrics, timeline) import nothing of
-flywheel's; the seams and pure numerics (algorithms, weights, sandbox, engines) import the contracts; then
+The layers, bottom up (DESIGN.md, "Layout"): the contracts (types, config, metrics, timeline, and preemption's
+stop signals, which every MPI rank installs) import nothing of flywheel's; the seams and pure numerics (algorithms, weights, sandbox, engines) import the contracts; then
 the trainer and the rewards; the environments (which score with rewards); the rollout tier; the cluster,
 the one place that starts actors; evaluation and monitoring; and on top the entry points that assemble a run.
 Lazy imports inside functions count as imports here: a cycle hidden in a function is still a cycle.
@@ -15,14 +15,14 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src" / "flywheel"
 
 LAYERS: list[set[str]] = [
-    {"types", "config", "metrics", "timeline"},
+    {"types", "config", "metrics", "timeline", "preemption"},
     {"algorithms", "weights", "sandbox", "engines"},
     {"trainer", "rewards"},
     {"envs"},
     {"rollout"},
     {"cluster"},
     {"eval", "monitor"},
-    {"controller", "supervisor", "preflight", "preemption", "api", "cli", "dashboard", "__init__", "__main__"},
+    {"controller", "supervisor", "preflight", "api", "cli", "dashboard", "__init__", "__main__"},
 ]
 LEVEL = {unit: level for level, units in enumerate(LAYERS) for unit in units}
 

@@ -12,24 +12,25 @@ import pytest
 from flywheel.preemption import StopSignals
 
 
-def test_the_first_signal_asks_a_stop_and_the_second_stops_at_once():
+@pytest.mark.parametrize("first", [signal.SIGTERM, signal.SIGUSR1])
+def test_the_first_signal_asks_a_stop_and_the_second_stops_at_once(first):
     heard: list[str] = []
 
     async def main(signals: StopSignals) -> None:
         signals.attach(asyncio.get_running_loop(), lambda: heard.append("first"), lambda: heard.append("again"))
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), first)
         await asyncio.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
         await asyncio.sleep(0.05)
 
-    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    before = [signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)]
     signals = StopSignals().install()
     try:
         asyncio.run(main(signals))
     finally:
         signals.restore()
-    assert (signals.asked, heard) == ("SIGTERM", ["first", "again"])
-    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    assert (signals.asked, heard) == (first.name, ["first", "again"])
+    assert [signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)] == before
 
 
 def test_a_signal_before_the_loop_is_remembered_and_a_second_interrupts():

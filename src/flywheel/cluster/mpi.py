@@ -12,6 +12,12 @@ OMPI_COMM_WORLD_SIZE; PMI: PMI_SIZE; Slurm's PMIx: PMIX_RANK with SLURM_STEP_NUM
 processes are then the trainer ranks (trainer.ranks must be 1, the default, or their number). A rank
 that dies ends the whole job (MPI's rule), so run.supervise is refused: resume with run.resume. An
 error on any rank aborts the job, rather than leave the others waiting for a call.
+
+Stop signals (preemption.py) reach every rank: srun sends SIGTERM to every task, mpirun forwards
+SIGUSR1 at once (SIGTERM only after ``odls_base_sigkill_timeout`` seconds, with SIGKILL as many seconds
+later: 1 by default). Rank 0 decides: it stops at the next step boundary, saves the checkpoint with the
+other ranks and releases them, and exits 6; the others only note the signal (a second one ends them
+at once, which aborts the job).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import torch
 
 from flywheel.cluster.local_gpu import launcher_local_rank, local_gpu
 from flywheel.config import Config, ConfigError
+from flywheel.preemption import StopSignals
 from flywheel.trainer.distributed import free_address
 from flywheel.trainer.group import TrainerGroup
 from flywheel.trainer.trainer import Trainer
@@ -77,7 +84,7 @@ def run_rank(config: Config, lead: Callable[[Config], int]) -> int:
     except BaseException:  # noqa: BLE001 - whatever it is, the other ranks must not wait for this one
         traceback.print_exc()
         code = 1
-    if code:
+    if code and not MPITrainerGroup.released:  # a rank may be waiting for a call that will not come
         comm.Abort(code)
     return code
 
@@ -85,6 +92,8 @@ def run_rank(config: Config, lead: Callable[[Config], int]) -> int:
 class MPITrainerGroup(TrainerGroup):
     """Rank 0's end of the group: its own Trainer in this process, the other ranks over MPI. The API
     and the dealing of rows come from TrainerGroup; only how a call reaches the ranks differs."""
+
+    released = False  # whether rank 0 released the other ranks from ``follow`` (they exit 0)
 
     def __init__(self, config: Config, trainer: Trainer, comm) -> None:
         self.config, self.trainer, self.comm, self.ranks = config, trainer, comm, comm.Get_size()
@@ -129,10 +138,13 @@ class MPITrainerGroup(TrainerGroup):
             self._call("close")
         finally:
             _when_all_arrive(self.comm).scatter([None] * self.ranks, root=0)
+            MPITrainerGroup.released = True
 
 
 def follow(config: Config) -> int:
-    """Ranks 1..N-1: a Trainer that runs rank 0's calls until it closes the group; exit code 0."""
+    """Ranks 1..N-1: a Trainer that runs rank 0's calls until it closes the group; exit code 0. A stop
+    signal is only noted (rank 0, which gets it too, stops the run); a second one raises KeyboardInterrupt."""
+    StopSignals().install()
     comm = world()
     address = _when_all_arrive(comm).bcast(None, root=0)
     transport = open_transport(config.weights, config.rollout.engines)

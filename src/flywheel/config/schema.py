@@ -259,12 +259,12 @@ class RunConfig(Section):
     )
     max_restarts: int = Field(3, ge=0, description="With run.supervise: restarts allowed before the run ends (exit code 4).")
     checkpoint_on_stop: bool = Field(
-        True, description="On SIGTERM or SIGINT, checkpoint the last step done before exiting (exit code 6); a second signal stops at once."
+        True, description="On SIGTERM, SIGINT or SIGUSR1, checkpoint the last step done before exiting (exit code 6); a second signal stops at once."
     )
     stop_timeout_s: float = Field(
         60.0,
         gt=0,
-        description="On SIGTERM or SIGINT, the step in flight gets half of this to finish (then it is abandoned); fit it to the grace period.",
+        description="On SIGTERM, SIGINT or SIGUSR1, the step in flight gets half of this to finish (then it is abandoned); fit it to the grace period.",
     )
 
     @model_validator(mode="after")
