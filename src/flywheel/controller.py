@@ -33,7 +33,8 @@ waiting for its batch is abandoned at once (the trainer still holds the last ste
 training gets half of run.stop_timeout_s to finish. The last step done is checkpointed (with the
 controller state recorded when it ended, so the prompts of an abandoned batch are pending again),
 the run closes as below and raises Preempted naming the checkpoint. A second signal abandons
-whatever is under way, the checkpoint included, and closes.
+whatever is under way, the checkpoint included, and closes. A stop still under way run.stop_timeout_s
+after the signal is cut short: the run's processes are killed (``StopSignals``).
 
 Shutdown order: the weights load in flight, rollout tasks, replacement engines (restarted ones),
 background evaluation, the run directory's writers (one owner, ``RunWriters``: progress bar, metrics
@@ -109,7 +110,7 @@ def train(config: Config, workers: Workers | None = None) -> Path:
     SIGTERM, SIGINT or SIGUSR1 stops the run (``Preempted``, see ``stop_soon``).
     """
     own_workers, own_ray = workers is None, not ray.is_initialized()
-    signals, started = StopSignals().install(), None
+    signals, started = StopSignals(deadline_s=config.run.stop_timeout_s).install(), None
     try:
         if own_workers:
             spec = local_run_spec(config)
@@ -232,6 +233,7 @@ def setup(config: Config, workers: Workers, signals: StopSignals) -> Run:
     """Opens the run directory and its writers, the router over the engines, the reward pipeline,
     background evaluation and the rollout stream; starts nothing that generates."""
     run_dir, checkpoint, state = open_run(config)
+    signals.run_dir = run_dir  # named if a stop is cut short
     started = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     tasks, algorithm, more_evals = load_tasks(config), make_algorithm(config.algorithm), eval_sets(config)

@@ -9,12 +9,17 @@ on). Ray starts its own processes (GCS, raylet, workers, and through them the en
 with SIGINT blocked, so a Ctrl-C to the process group reaches the driver alone. ``StopSignals`` takes
 the signals over in the driver (again after ``ray.init``; ``asyncio.run`` then leaves SIGINT alone)
 and hands them to the loop, which stops at a step boundary (controller.py); the CLI exits with 6.
+The whole stop is bounded: a stop still under way ``deadline_s`` after the first signal (a checkpoint
+being written, a shutdown that hangs) is cut short, every process this one started is killed, and the
+process exits 6 with one line (a half-written checkpoint is skipped at resume).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -39,8 +44,11 @@ class StopSignals:
     event loop given to ``attach``, ``on_first`` runs at the first and ``on_again`` at any later one;
     with no loop attached, a second signal raises KeyboardInterrupt (start-up is interrupted)."""
 
-    def __init__(self) -> None:
+    def __init__(self, deadline_s: float | None = None) -> None:
         self.asked: str | None = None
+        self.deadline_s = deadline_s
+        self.run_dir: Path | None = None  # named by the line of a stop cut short
+        self._deadline: threading.Timer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._on_first: Callable[[], None] = lambda: None
         self._on_again: Callable[[], None] = lambda: None
@@ -55,6 +63,8 @@ class StopSignals:
         return self
 
     def restore(self) -> None:
+        if self._deadline:
+            self._deadline.cancel()
         for number, previous in self._previous.items():
             signal.signal(number, previous)
         self._previous = {}
@@ -72,7 +82,43 @@ class StopSignals:
         first = self.asked is None
         if first:
             self.asked = signal.Signals(number).name
+            if self.deadline_s is not None:
+                self._deadline = threading.Timer(self.deadline_s, self._cut_short)
+                self._deadline.daemon = True
+                self._deadline.start()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._on_first if first else self._on_again)
         elif not first:
             raise KeyboardInterrupt
+
+    def _cut_short(self) -> None:
+        """The stop outlasted its deadline: every process this one started is killed, then this one (exit 6)."""
+        then = f"continue with run.resume={self.run_dir} (its newest complete checkpoint)" if self.run_dir else "start the run again"
+        print(
+            f"flywheel: stopped: {self.asked} stopped the run, but the stop outlasted run.stop_timeout_s ({self.deadline_s:g} s), so its processes were killed; {then}",
+            file=sys.stderr,
+            flush=True,
+        )
+        for pid in descendants(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:  # gone meanwhile
+                pass
+        os._exit(6)
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (children, theirs, ...), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found

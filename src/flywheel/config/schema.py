@@ -264,7 +264,7 @@ class RunConfig(Section):
     stop_timeout_s: float = Field(
         60.0,
         gt=0,
-        description="On SIGTERM, SIGINT or SIGUSR1, the step in flight gets half of this to finish (then it is abandoned); fit it to the grace period.",
+        description="On SIGTERM, SIGINT or SIGUSR1, the whole stop ends within this: the step in flight gets half of it (then it is abandoned); a stop still under way at the end (a checkpoint being written, a hung shutdown) is cut short, the run's processes killed (exit code 6). Fit it to the grace period.",
     )
 
     @model_validator(mode="after")
