@@ -36,7 +36,7 @@ the run closes as below and raises Preempted naming the checkpoint. A second sig
 whatever is under way, the checkpoint included, and closes. A stop still under way run.stop_timeout_s
 after the signal is cut short: the run's processes are killed (``StopSignals``).
 
-Shutdown order: the weights load in flight, rollout tasks, replacement engines (restarted ones),
+Shutdown order: the weights load in flight, rollout tasks and rollout workers, replacement engines (restarted ones),
 background evaluation, the run directory's writers (one owner, ``RunWriters``: progress bar, metrics
 file and trackers, alert log, timeline, rollout dump), reward actors, trainer (removes its
 shared-memory weights), engines, then Ray if this loop started it.
@@ -59,7 +59,7 @@ from transformers import AutoTokenizer
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.base import Algorithm
 from flywheel.algorithms.batch import build_batch
-from flywheel.cluster.workers import RewardActors, Workers, local_run_spec, run_spec, start_reward_actors, start_workers
+from flywheel.cluster.workers import RewardActors, Workers, local_run_spec, run_spec, start_reward_actors, start_rollout_workers, start_workers
 from flywheel.config import Config
 from flywheel.engines.heap import startup_heap_frozen
 from flywheel.envs.registry import env_factory
@@ -248,10 +248,13 @@ def setup(config: Config, workers: Workers, signals: StopSignals) -> Run:
         # a judge on the policy's engines calls the router, so it follows restarted replicas
         pipeline = reward_pipeline(config, env_guards, router, reward_actors.judge, reward_actors.score_texts())
         background = start_background_eval(spec.eval_engines, tokenizer, tasks, more_evals, config) if spec.eval_engines else None
+        rollout_workers = (
+            start_rollout_workers(spec.rollout_workers, reward_actors.reward_model, writers.progress.log) if spec.rollout_workers else None
+        )
     except BaseException:
         writers.close()
         raise
-    stream = RolloutStream(router, tokenizer, tasks, config, state, algorithm, pipeline)
+    stream = RolloutStream(router, tokenizer, tasks, config, state, algorithm, pipeline, rollout_workers)
     stream.timeline = writers.timeline
     first = state["step"] + 1
     return Run(
@@ -497,6 +500,8 @@ async def close(run: Run) -> None:
         await asyncio.gather(run.loading, return_exceptions=True)
     leftover = run.stream.pending()
     await run.stream.stop()
+    if run.stream.workers is not None:
+        run.stream.workers.stop()
     hand_back = run.workers.hand_back
     await run.router.close(keep_serving=hand_back)
     if hand_back:  # the replicas serving now (replacements included) serve the next attempt

@@ -110,6 +110,7 @@ METRICS: tuple[Metric, ...] = (
         "tasks",
         "train rows of task.dataset left out at the start: their prompts leave less than rollout.max_new_tokens of the model's context",
     ),
+    Metric("rollout/worker_restarts", "workers", "rollout workers restarted in place of dead ones so far in the run (rollout.workers)"),
     Metric("rollout/invalid_frac", "share", "share of the step's episodes that were invalid"),
     Metric("env/errors", "episodes", "episodes whose environment raised"),
     Metric("env/timeouts", "episodes", "episodes that outlived the time limit"),

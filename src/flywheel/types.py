@@ -4,6 +4,7 @@ TrainBatch (-> trainer), StepResult (trainer ->)."""
 from __future__ import annotations
 
 import math
+import traceback
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -61,6 +62,36 @@ class Episode:
     def fault(self) -> str | None:
         """Why the episode is invalid (its ``error``, or "nonfinite_reward"); None when valid."""
         return None if self.valid else self.error or "nonfinite_reward"
+
+
+class RemoteCause(Exception):
+    """What an episode's failure was raised by, in another process (a rollout worker): the exception's
+    type name and its traceback as text, since exceptions and their tracebacks do not travel whole."""
+
+    def __init__(self, type_name: str, text: str) -> None:
+        super().__init__(type_name, text)
+        self.type_name, self.text = type_name, text
+
+    def __str__(self) -> str:
+        return self.type_name
+
+
+class RemoteFailure(Exception):
+    """An episode's failure made in another process: its ``reason`` (``env_error``, ``reward_timeout``...),
+    its one-line message and its cause (``RemoteCause``); it pickles whole."""
+
+    def __init__(self, reason: str | None, detail: str, cause: RemoteCause | None) -> None:
+        super().__init__(reason, detail, cause)
+        self.reason, self.detail, self.__cause__ = reason, detail, cause
+
+    def __str__(self) -> str:
+        return self.detail
+
+    @classmethod
+    def of(cls, failure: BaseException) -> RemoteFailure:
+        cause = failure.__cause__
+        text = "".join(traceback.format_exception(cause)) if cause is not None else ""
+        return cls(getattr(failure, "reason", None), str(failure), RemoteCause(type(cause).__name__, text) if cause is not None else None)
 
 
 @dataclass(frozen=True)

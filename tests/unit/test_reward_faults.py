@@ -143,7 +143,7 @@ class Finished:
 
     def __init__(self, groups: list[Group], limit: int) -> None:
         self.groups, self.stall, self.released = list(groups), Stall(limit), 0
-        self.tasks = SimpleNamespace(long_prompts=0)
+        self.tasks, self.workers = SimpleNamespace(long_prompts=0), None
 
     async def next_group(self) -> Group:
         return self.groups.pop(0)

@@ -36,6 +36,7 @@ from flywheel.rollout.router import EngineFactory, EngineRouter, Rejoin
 from flywheel.weights.base import WeightTransport, WeightUpdate
 
 if TYPE_CHECKING:
+    from flywheel.rollout.worker import RolloutWorkers
     from flywheel.trainer.group import TrainerGroup
 
 JOIN_TIMEOUT_S = 10
@@ -98,6 +99,16 @@ class RewardModelSpec:
 
 
 @dataclass(frozen=True)
+class RolloutWorkerGroup:
+    """``count`` rollout workers (rollout/worker.py) reading ``config`` (tasks, rewards, algorithm), spread over the
+    nodes matching ``placement``'s labels, a logical CPU each on a cluster (none on a local Ray: they share the run's)."""
+
+    config: Config
+    count: int
+    placement: Placement
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """Every actor of a run. ``config``: the run's config as resolved for them (the core split applied),
     the one the run records; ``notes``: lines for the run's log saying what was resolved."""
@@ -109,6 +120,7 @@ class RunSpec:
     judge: EngineGroup | None
     reward_model: RewardModelSpec | None
     max_engine_restarts: int
+    rollout_workers: RolloutWorkerGroup | None = None
     notes: tuple[str, ...] = ()
 
 
@@ -156,8 +168,15 @@ def run_spec(config: Config, cores: Iterable[int] = (), gpu: bool = False) -> Ru
         judge=engine_group(config, model=r.judge.model_path, replicas=1, cpus=0) if judge else None,
         reward_model=RewardModelSpec(rm.path, rm.batch_size, rm.max_length) if rm.path else None,
         max_engine_restarts=config.rollout.max_engine_restarts,
+        rollout_workers=rollout_worker_group(config) if config.rollout.workers else None,
         notes=(split,) if split else (),
     )
+
+
+def rollout_worker_group(config: Config) -> RolloutWorkerGroup:
+    cluster = ray_cluster(config)
+    cpus = 0.0 if cluster.address is None else float(config.rollout.workers)
+    return RolloutWorkerGroup(config, config.rollout.workers, Placement(cluster, cpus, 0.0, dict(config.cluster.rollout_labels)))
 
 
 def local_run_spec(config: Config) -> RunSpec:
@@ -381,6 +400,23 @@ def start_reward_actors(spec: RunSpec) -> RewardActors:
         model = ray.remote(RewardModel).options(num_cpus=0)
         actors.reward_model = model.remote(rm.path, batch_size=rm.batch_size, max_length=rm.max_length, threads=rm.threads)
     return actors
+
+
+def start_rollout_workers(group: RolloutWorkerGroup, reward_model: ray.actor.ActorHandle | None, log=lambda _: None) -> RolloutWorkers:
+    """The run's rollout workers, running (Ray must be up); a worker that cannot start raises its error."""
+    from flywheel.rollout.worker import RolloutWorker, RolloutWorkers
+
+    p = group.placement
+    actor = ray.remote(RolloutWorker).options(
+        num_cpus=p.cpus / group.count, label_selector=dict(p.labels) or None, scheduling_strategy="SPREAD", max_concurrency=10_000
+    )
+    workers = RolloutWorkers(lambda slot: actor.remote(group.config, reward_model), group.count, log)
+    try:
+        workers.ready()
+    except BaseException:
+        workers.stop()
+        raise
+    return workers
 
 
 def _has_gpus() -> bool:

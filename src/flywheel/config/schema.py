@@ -146,6 +146,13 @@ class RolloutConfig(Section):
         description="Engine replicas started in place of dead ones, at most, in one run (0: a dead replica stays dead). A replacement loads the "
         "latest weights before it takes requests; when every replica is dead and none may restart, the run ends.",
     )
+    workers: int = Field(
+        0,
+        ge=0,
+        description="Rollout worker actors that run whole groups off the driver: episodes, environment steps and tools, sandboxes, graders, "
+        "reward functions, guards and the algorithm's shaping, calling the engines directly (the driver keeps admission, batching, training "
+        "and checkpoints). 0: every group runs in the driver. A worker that dies has its groups run again (same seeds) and is restarted.",
+    )
 
 
 class LoraConfig(Section):
@@ -404,6 +411,9 @@ class ClusterConfig(Section):
     engine_labels: dict[str, str] = Field(
         {}, description="Ray label selector the engine replicas' nodes must match (as trainer_labels); {}: any node."
     )
+    rollout_labels: dict[str, str] = Field(
+        {}, description="Ray label selector the rollout workers' nodes must match (as trainer_labels); {}: any node."
+    )
 
     @model_validator(mode="after")
     def _joins_to_place(self) -> ClusterConfig:
@@ -412,7 +422,7 @@ class ClusterConfig(Section):
         if self.address is None:
             if self.placement == "disaggregated":
                 raise ValueError("cluster.placement 'disaggregated' needs several nodes: set cluster.address to join a Ray cluster")
-            for key in ("trainer_labels", "engine_labels"):
+            for key in ("trainer_labels", "engine_labels", "rollout_labels"):
                 if getattr(self, key):
                     raise ValueError(f"cluster.{key} needs cluster.address: the node of a local Ray has no labels to select")
         return self
@@ -443,4 +453,9 @@ class Config(Section):
             raise ValueError(f"algorithm.overlong_buffer ({buffer}) must not exceed rollout.max_new_tokens ({self.rollout.max_new_tokens})")
         if self.task.dataset is not None and self.task.grader == "judge" and not self.reward.judge.enabled:
             raise ValueError("task.grader 'judge' scores with the LLM judge: set reward.judge.enabled=true (and its endpoint or engine)")
+        if self.rollout.workers and self.reward.judge.enabled and self.reward.judge.engine != "endpoint":
+            raise ValueError(
+                f"rollout.workers runs scoring off the driver, where a judge on the run's own engines (reward.judge.engine "
+                f"'{self.reward.judge.engine}') is not reachable: set rollout.workers=0 or serve the judge at an endpoint"
+            )
         return self

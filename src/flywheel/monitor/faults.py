@@ -10,7 +10,7 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from flywheel.types import Episode
+from flywheel.types import Episode, RemoteCause
 
 
 class FaultLog:
@@ -24,13 +24,17 @@ class FaultLog:
             return None
         failure = getattr(episode, "failure", None)
         cause = failure.__cause__ if failure is not None else None
+        remote = isinstance(cause, RemoteCause)  # raised in a rollout worker
         kind = episode.fault
         if cause is not None:
-            kind += f"-{type(cause).__name__}"
+            kind += f"-{cause.type_name if remote else type(cause).__name__}"
         if kind in self.seen:
             return None
         self.seen.add(kind)
         self.directory.mkdir(parents=True, exist_ok=True)
-        detail = "".join(traceback.format_exception(cause)) if cause is not None else f"reward {episode.reward!r}\n"
+        if cause is None:
+            detail = f"reward {episode.reward!r}\n"
+        else:
+            detail = cause.text if remote else "".join(traceback.format_exception(cause))
         (self.directory / f"{kind}.txt").write_text(f"first seen at step {step}: {failure or kind}\n\n{detail}")
         return kind

@@ -92,7 +92,7 @@ class EngineRouter:
             return "every engine replica has died; the run cannot generate"
         return f"every engine replica has died and the {self._max_restarts} restarts allowed by rollout.max_engine_restarts are spent; the run cannot generate"
 
-    async def _pick_or_wait(self, key: Hashable | None) -> int:
+    async def replica(self, key: Hashable | None = None) -> int:
         """``pick``, waiting while no replica is live but one is restarting."""
         while not any(self.alive) and self._restarting:
             self._changed.clear()
@@ -120,7 +120,7 @@ class EngineRouter:
     ) -> list[list[Completion]]:
         """``Engine.generate`` on a live replica (``key``'s, if it has one); retried on another if it dies."""
         while True:
-            index = await self._pick_or_wait(key)
+            index = await self.replica(key)
             engine = self.engines[index]
             self.outstanding[index] += 1
             try:

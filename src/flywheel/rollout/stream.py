@@ -31,13 +31,15 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import torch
 from transformers import AutoTokenizer
 
 from flywheel.algorithms.base import Algorithm
 from flywheel.config import Config
+from flywheel.config.schema import RolloutConfig
+from flywheel.engines.base import Engine
 from flywheel.envs.base import Environment
 from flywheel.envs.dataset import long_prompts, prompt_room
 from flywheel.envs.dataset_files import DatasetFileError
@@ -251,16 +253,74 @@ class BatchPlan:
         return sorted(kept, key=lambda g: g.position), dropped
 
 
+#: a timeline span measured where a group was made: (actor, stage, start, end), ``time.time()`` stamps
+Span = tuple[str, str, float, float]
+
+
+class GroupWorkers(Protocol):
+    """Where groups are made off the driver (rollout/worker.py's rollout workers); ``restarts``: workers
+    restarted in place of dead ones."""
+
+    restarts: int
+
+    async def group(self, position: int, router: EngineRouter) -> tuple[Group, list[Span]]: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class GroupMaker:
+    """How the group of a stream position is made (in the driver, or in a rollout worker): its task, its
+    episodes on ``engine``, their scores and the algorithm's shaping."""
+
+    tokenizer: Any
+    tasks: TaskSet
+    algorithm: Algorithm
+    pipeline: RewardPipeline | None
+    rollout: RolloutConfig
+    run_seed: int
+
+    async def make(
+        self, position: int, engine: Engine, downtime: Callable[[], float] | None = None, engine_name: str | None = None
+    ) -> tuple[Group, list[Span]]:
+        """The scored group of the prompt at ``position`` and its spans (environment steps between the
+        engine calls, scoring; with ``engine_name``, the engine calls too). A grader that returned the
+        wrong type raises ``UserFunctionBug``: a bug, not a bad episode."""
+        r, seed = self.rollout, group_seed(self.run_seed, position)
+        [index] = prompt_indices(len(self.tasks.train), position, 1, self.run_seed)
+        task = self.tasks.train[index]
+        clock = GroupClock(engine)
+        episodes = await run_group(clock, self.tokenizer, self.tasks.env_factory, task, r.group_size, r.temperature, r.max_new_tokens, seed, downtime)
+        spans: list[Span] = [("env", "steps", start, end) for start, end in clock.gaps(time.time())]
+        spans += [(engine_name, "generate", start, end) for start, end in clock.calls] if engine_name else []
+        started = time.time()
+        scored, reward_metrics, notes = await score_group(episodes, task, self.algorithm, self.pipeline, r.max_new_tokens)
+        spans.append(("reward", "scoring", started, time.time()))
+        for episode in scored:
+            if isinstance(bug := getattr(episode.failure, "__cause__", None), UserFunctionBug):
+                raise bug
+        return Group(position, scored, episode_metrics(scored, self.tasks.has_tools) | reward_metrics, notes), spans
+
+
 class RolloutStream:
     """The rollout side: admits prompts of the stream while the staleness gate has room, generates
     and scores their groups on the engines, and queues them finished (failures are queued too, and
     raised to the consumer)."""
 
     def __init__(
-        self, router: EngineRouter, tokenizer, tasks: TaskSet, config: Config, state: dict, algorithm: Algorithm, pipeline: RewardPipeline | None
+        self,
+        router: EngineRouter,
+        tokenizer,
+        tasks: TaskSet,
+        config: Config,
+        state: dict,
+        algorithm: Algorithm,
+        pipeline: RewardPipeline | None,
+        workers: GroupWorkers | None = None,
     ) -> None:
         self.router, self.tokenizer, self.tasks, self.config = router, tokenizer, tasks, config
-        self.algorithm, self.pipeline = algorithm, pipeline
+        self.maker = GroupMaker(tokenizer, tasks, algorithm, pipeline, config.rollout, config.run.seed)
+        self.workers = workers  # rollout workers that make the groups (None: made here)
         self.version = 0  # the version the engines serve: set by serve()
         self.accepted = state["accepted"]
         self.next_position = state["next_position"]
@@ -315,23 +375,15 @@ class RolloutStream:
         self.finished.put_nowait(group)
 
     async def _group(self, position: int) -> Group:
-        """The scored group of the prompt at ``position``: every turn on one replica (its prefix cache
-        holds the earlier turns)."""
-        r, seed = self.config.rollout, group_seed(self.config.run.seed, position)
-        [index] = prompt_indices(len(self.tasks.train), position, 1, self.config.run.seed)
-        task = self.tasks.train[index]
-        clock = GroupClock(self.router.pinned(position))
-        episodes = await run_group(
-            clock, self.tokenizer, self.tasks.env_factory, task, r.group_size, r.temperature, r.max_new_tokens, seed, self.router.downtime_s
-        )
-        for start, end in clock.gaps(time.time()):  # between its generate calls, a group waits for its environments
-            self.timeline.add("env", "steps", start, end)
-        with self.timeline.span("reward", "scoring"):
-            scored, reward_metrics, notes = await score_group(episodes, task, self.algorithm, self.pipeline, r.max_new_tokens)
-        for episode in scored:  # a grader that returned the wrong type is a bug, not a bad episode
-            if isinstance(bug := getattr(episode.failure, "__cause__", None), UserFunctionBug):
-                raise bug
-        return Group(position, scored, episode_metrics(scored, self.tasks.has_tools) | reward_metrics, notes)
+        """The scored group of the prompt at ``position``: made in a rollout worker, or here, every turn on
+        one replica (its prefix cache holds the earlier turns)."""
+        if self.workers is not None:
+            group, spans = await self.workers.group(position, self.router)
+        else:
+            group, spans = await self.maker.make(position, self.router.pinned(position), self.router.downtime_s)
+        for span in spans:
+            self.timeline.add(*span)
+        return group
 
     async def next_group(self) -> Group:
         """The next finished group; NoProgress when none finishes within rollout.stall_timeout_s seconds
@@ -465,6 +517,7 @@ async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Gro
         "reward/timeouts": plan.errors["reward_timeout"],
         "rollout/dropped_uninformative": len(dropped),
         "rollout/long_prompts_skipped": stream.tasks.long_prompts,
+        "rollout/worker_restarts": stream.workers.restarts if stream.workers is not None else 0,
         "rollout/staleness_mean": sum(staleness) / len(staleness),
         "rollout/staleness_max": max(staleness),
         "timing/wait_for_batch_s": waited,

@@ -1,0 +1,154 @@
+"""Rollout workers: Ray actors that make whole groups off the driver (``rollout.workers``).
+
+A worker holds what making a group needs: the tokenizer, the tasks and their environment (tools and
+sandbox pool included), the reward pipeline (graders, TRL functions, a reward model's actor, an
+endpoint judge, guards) and the algorithm's shaping. The driver keeps admission, the staleness gate,
+batching, training and checkpoints, and the router: for each group it picks the replica (least
+outstanding work first, as for its own groups) and hands the worker that replica's actor, which the
+worker calls directly, so tokens travel from the engine to the worker only, and the scored group from
+the worker to the driver.
+
+Faults. A replica that dies under a group fails the group in the worker; the driver marks it dead
+(the router restarts it) and sends the group again, to another replica, with the same seeds. A
+worker that dies (its process or its node) fails its groups on the driver; it is restarted in its
+slot (``rollout/worker_restarts``) and they are sent again, same seeds: every admitted prompt still
+ends exactly once, and a synchronous run makes the same groups as without workers. A group that
+kills its worker ``MAX_DEATHS_PER_GROUP`` times ends the run, as does a worker that cannot start.
+A user function with the wrong return type is the same bug as in the driver (``UserFunctionBug``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import ray
+from ray.actor import ActorHandle
+from ray.exceptions import RayActorError
+
+from flywheel.config import Config
+from flywheel.engines.base import EngineDied
+from flywheel.engines.remote import RemoteEngine
+from flywheel.rewards.faults import UserFunctionBug
+from flywheel.rollout.router import EngineRouter
+from flywheel.rollout.stream import Group, GroupMaker, Span
+from flywheel.types import RemoteFailure
+
+#: a group whose worker died this many times under it ends the run (it is what kills them)
+MAX_DEATHS_PER_GROUP = 3
+
+
+@dataclass(frozen=True)
+class Made:
+    """A worker's answer for one group: the group and its spans, or why there is none (the replica died
+    under it, or a user function returned the wrong type)."""
+
+    group: Group | None
+    spans: list[Span] = field(default_factory=list)
+    engine_died: str | None = None
+    bug: str | None = None
+
+
+class RolloutWorker:
+    """The actor: makes the groups the driver sends it."""
+
+    def __init__(self, config: Config, reward_model: ActorHandle | None = None) -> None:
+        import torch
+        from transformers import AutoTokenizer
+
+        from flywheel.algorithms import make_algorithm
+        from flywheel.envs.registry import env_factory
+        from flywheel.rewards.wiring import reward_pipeline
+        from flywheel.rollout.stream import load_tasks
+
+        torch.set_num_threads(1)  # shaping a group's rewards is a few numbers
+        tokenizer = AutoTokenizer.from_pretrained(config.model.path)
+        guards = getattr(env_factory(config.task.name), "guards", ())
+        pipeline = reward_pipeline(config, guards, None, None, reward_model.score.remote if reward_model is not None else None)
+        algorithm = make_algorithm(config.algorithm)
+        self.maker = GroupMaker(tokenizer, load_tasks(config), algorithm, pipeline, config.rollout, config.run.seed)
+        self.engines: dict[str, RemoteEngine] = {}  # by actor id: the replicas this worker has called
+
+    async def group(self, position: int, engine: ActorHandle, name: str) -> Made:
+        """The group of stream position ``position``, generated on the replica ``engine`` (timeline name ``name``)."""
+        key = engine._actor_id.hex()
+        remote = self.engines.setdefault(key, RemoteEngine(engine))
+        try:
+            group, spans = await self.maker.make(position, remote, engine_name=name)
+        except EngineDied as died:
+            self.engines.pop(key, None)
+            return Made(None, engine_died=str(died))
+        except UserFunctionBug as bug:
+            return Made(None, bug=str(bug))
+        episodes = [replace(e, failure=RemoteFailure.of(e.failure)) if e.failure is not None else e for e in group.episodes]
+        return Made(replace(group, episodes=episodes), spans)
+
+
+class RolloutWorkers:
+    """The driver's side of the workers: each group goes to the worker with the fewest in flight (ties:
+    the lowest slot), on the replica the router picks. ``start(slot)``: a new worker actor for ``slot``."""
+
+    def __init__(self, start: Callable[[int], ActorHandle], count: int, log: Callable[[str], None] = lambda _: None) -> None:
+        self.start, self.log = start, log
+        self.actors = [start(slot) for slot in range(count)]
+        self.in_flight = [0] * count
+        self.restarts = 0
+        self.deaths: Counter[int] = Counter()  # position -> deaths of its worker under it
+
+    def ready(self) -> None:
+        """Blocks until every worker runs; a worker that cannot start raises its error."""
+        ray.get([actor.__ray_ready__.remote() for actor in self.actors])
+
+    async def group(self, position: int, router: EngineRouter) -> tuple[Group, list[Span]]:
+        while True:
+            index = await router.replica(position)
+            engine = router.engines[index]
+            slot = min(range(len(self.actors)), key=lambda i: (self.in_flight[i], i))
+            actor = self.actors[slot]
+            router.outstanding[index] += 1
+            self.in_flight[slot] += 1
+            try:
+                made: Made = await actor.group.remote(position, actor_of(engine), f"engine-{index}")
+            except RayActorError as error:
+                self._replace(slot, actor, position, error)
+                continue
+            finally:
+                router.outstanding[index] -= 1
+                self.in_flight[slot] -= 1
+            if made.engine_died is not None:
+                router.mark_dead(index, engine)
+                router.resubmitted += 1
+                continue
+            if made.bug is not None:
+                raise UserFunctionBug(made.bug)
+            self.deaths.pop(position, None)
+            return made.group, made.spans
+
+    def _replace(self, slot: int, dead: ActorHandle, position: int, error: RayActorError) -> None:
+        """A new worker in ``slot`` (unless one replaced ``dead`` already)."""
+        if error.actor_init_failed:
+            raise RuntimeError(f"rollout worker {slot} failed to start: {error}") from error
+        self.deaths[position] += 1
+        if self.deaths[position] >= MAX_DEATHS_PER_GROUP:
+            raise RuntimeError(
+                f"the group of stream position {position} killed its rollout worker {MAX_DEATHS_PER_GROUP} times; the last: {error}"
+            ) from error
+        if self.actors[slot] is not dead:
+            return
+        ray.kill(dead)
+        self.actors[slot] = self.start(slot)
+        self.restarts += 1
+        self.log(f"rollout worker {slot} died; restarted it ({self.restarts} restarts), its groups run again")
+
+    def stop(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor)
+
+
+def actor_of(engine) -> ActorHandle:
+    """The Ray actor of a replica behind the router (timed or not)."""
+    engine = getattr(engine, "engine", engine)  # a TimedEngine's replica
+    if not isinstance(engine, RemoteEngine):
+        raise TypeError(f"rollout.workers calls the engines' Ray actors; this run's engine is a {type(engine).__name__}: set rollout.workers=0")
+    return engine.actor
