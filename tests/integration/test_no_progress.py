@@ -1,7 +1,7 @@
 """A run that can train nothing stops with one sentence, never hangs, through the real CLI (each run starts its
 own Ray and engine): a dataset grader that always raises, an environment whose reward is always NaN. Exit
 code 5; the sentence gives the share of invalid episodes and the first error; errors/ holds its traceback;
-no process of the run is left behind.
+no process of the run is left behind. Each with the groups made in the driver and in a rollout worker.
 The first run's dataset also has rows too long for the model's context: they are skipped and said so.
 (slow) An engine that never answers: its core process stopped, its replica alive to Ray."""
 
@@ -46,7 +46,8 @@ def session(sid: int) -> list[str]:
     return found
 
 
-def test_a_grader_that_always_raises_stops_the_run_with_one_sentence(tmp_path):
+@pytest.mark.parametrize("workers", [0, 1], ids=["in_the_driver", "in_a_rollout_worker"])
+def test_a_grader_that_always_raises_stops_the_run_with_one_sentence(tmp_path, workers):
     data = tmp_path / "rows.jsonl"
     rows = [{"prompt": f"{a}+{a}=", "answer": str(2 * a)} for a in range(100, 120)] + [{"prompt": "1+" * 40 + "1=", "answer": "41"}] * 3
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -54,7 +55,7 @@ def test_a_grader_that_always_raises_stops_the_run_with_one_sentence(tmp_path):
     held_out.write_text("".join(json.dumps(row) + "\n" for row in rows[:4]))
     dataset = ("task.name=dataset", "task.env_args={}", f"task.dataset={data}", f"task.eval_dataset={held_out}", "task.eval_size=4")
     dataset += (f"task.grader={FAULTY}:grader_raises",)
-    result = train(tmp_path, *dataset)
+    result = train(tmp_path, *dataset, f"rollout.workers={workers}")
     assert result.returncode == 5, result.stderr[-3000:]
     assert (
         "flywheel: skipped 3 train and 0 eval rows of task.dataset whose prompts are longer than the model's context leaves room for (56 tokens"
@@ -66,11 +67,13 @@ def test_a_grader_that_always_raises_stops_the_run_with_one_sentence(tmp_path):
         "directory holds the first tracebacks) or raise rollout.stall_steps"
     )
     assert "Traceback" not in result.stderr
-    assert "the grader is broken" in (tmp_path / "quickstart/errors/env_error-RuntimeError.txt").read_text()
+    first = (tmp_path / "quickstart/errors/env_error-RuntimeError.txt").read_text()  # raised in a worker: its traceback as text
+    assert "the grader is broken" in first and 'in grader_raises\n    raise RuntimeError("the grader is broken")' in first
 
 
-def test_an_environment_whose_reward_is_always_nan_stops_the_run_with_one_sentence(tmp_path):
-    result = train(tmp_path, "task.imports=[faulty_user_code]", "task.name=nan_arithmetic")
+@pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.slow)], ids=["in_the_driver", "in_a_rollout_worker"])
+def test_an_environment_whose_reward_is_always_nan_stops_the_run_with_one_sentence(tmp_path, workers):
+    result = train(tmp_path, "task.imports=[faulty_user_code]", "task.name=nan_arithmetic", f"rollout.workers={workers}")
     assert result.returncode == 5, result.stderr[-3000:]
     assert (
         result.stderr.strip()

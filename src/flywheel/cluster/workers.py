@@ -175,7 +175,7 @@ def run_spec(config: Config, cores: Iterable[int] = (), gpu: bool = False) -> Ru
 
 def rollout_worker_group(config: Config) -> RolloutWorkerGroup:
     cluster = ray_cluster(config)
-    cpus = 0.0 if cluster.address is None else float(config.rollout.workers)
+    cpus = 0.0 if cluster.address is None else config.cluster.rollout_cpus * config.rollout.workers
     return RolloutWorkerGroup(config, config.rollout.workers, Placement(cluster, cpus, 0.0, dict(config.cluster.rollout_labels)))
 
 

@@ -414,6 +414,12 @@ class ClusterConfig(Section):
     rollout_labels: dict[str, str] = Field(
         {}, description="Ray label selector the rollout workers' nodes must match (as trainer_labels); {}: any node."
     )
+    rollout_cpus: float = Field(
+        1.0,
+        gt=0,
+        description="Logical CPUs each rollout worker (rollout.workers) reserves on its node of a cluster; more for environments that run "
+        "code or tools in the worker's sandboxes. On a local Ray the workers share the run's CPUs.",
+    )
 
     @model_validator(mode="after")
     def _joins_to_place(self) -> ClusterConfig:

@@ -19,6 +19,7 @@ A user function with the wrong return type is the same bug as in the driver (``U
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -63,6 +64,8 @@ class RolloutWorker:
         from flywheel.rollout.stream import load_tasks
 
         torch.set_num_threads(1)  # shaping a group's rewards is a few numbers
+        for module in config.task.imports:  # environments registered by the user's modules
+            importlib.import_module(module)
         tokenizer = AutoTokenizer.from_pretrained(config.model.path)
         guards = getattr(env_factory(config.task.name), "guards", ())
         pipeline = reward_pipeline(config, guards, None, None, reward_model.score.remote if reward_model is not None else None)

@@ -1,0 +1,74 @@
+"""Rollout workers (rollout.workers) through the real CLI: two workers make the groups of a synchronous
+quickstart, one is killed with SIGKILL after step 3, and the run still reproduces the golden numbers
+(the groups it held run again with the same seeds), restarts it once, and ends every admitted prompt
+exactly once in rollouts.jsonl. No process of the run is left behind."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from helpers import SYNC, assert_matches_golden
+from test_no_progress import session
+
+REPO = Path(__file__).resolve().parents[2]
+STEPS = 8
+
+pytestmark = pytest.mark.slow
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def rollout_workers(sid: int) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if (process.info["cmdline"] or [""])[0].startswith("ray::RolloutWorker") and os.getsid(process.pid) == sid:
+                found.append(process)
+        except (psutil.Error, OSError):
+            pass
+    return found
+
+
+def test_a_killed_rollout_worker_is_restarted_and_the_run_reproduces_the_golden_numbers(tmp_path):
+    overrides = [*SYNC, f"run.steps={STEPS}", "eval.every=100", "eval.greedy=false", "run.progress=false", "run.dump_rollouts=true"]
+    overrides += ["rollout.workers=2", f"run.output_dir={tmp_path}"]
+    command = [sys.executable, "-m", "flywheel.cli", "train", str(REPO / "configs/quickstart.yaml"), *overrides]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    log = tmp_path / "driver.log"
+    driver = subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    metrics = tmp_path / "quickstart/metrics.jsonl"
+    try:
+        deadline = time.monotonic() + 400
+        while len(read_jsonl(metrics)) < 4 and driver.poll() is None:  # the step-0 eval row, then steps 1..3
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        workers = rollout_workers(driver.pid)
+        assert len(workers) == 2, (workers, log.read_text()[-3000:])
+        workers[0].send_signal(signal.SIGKILL)
+        assert driver.wait(timeout=400) == 0, log.read_text()[-3000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while session(driver.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not session(driver.pid), f"left behind: {session(driver.pid)}"
+
+    rows = read_jsonl(metrics)[1:]
+    assert_matches_golden(rows)
+    assert [r["rollout/worker_restarts"] for r in rows][:3] == [0, 0, 0] and rows[-1]["rollout/worker_restarts"] == 1
+    assert re.search(r"rollout worker [01] died; restarted it \(1 restarts\), its groups run again", log.read_text())
+    dumped = read_jsonl(tmp_path / "quickstart/rollouts.jsonl")
+    positions = sorted(row["position"] for row in dumped)
+    assert positions == list(range(len(positions))), "an admitted prompt was lost or duplicated"
+    assert {row["fate"] for row in dumped} <= {"trained", "pending"}
+    assert sum(row["fate"] == "trained" for row in dumped) == STEPS * 64  # a row a group, 64 a step
