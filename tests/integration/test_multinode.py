@@ -5,7 +5,8 @@ cluster.address. One worker node is killed mid-run (its whole process tree, whil
 flight on its replica: its workers are frozen while generating, until the run stalls on them; the
 trainer is then held until the replica is back): its replica is restarted on the surviving worker node with
 the current weights, its requests are resubmitted, every admitted prompt still ends exactly once and
-the run completes its steps.
+the run completes its steps. The groups are made by two rollout workers spread over the worker nodes: the
+one on the killed node is restarted on the other, and the groups it held run again.
 
 The freeze lands while requests are in flight, not in a weight load: the run is synchronous, so
 between the end of both replicas' loads of version k (their load_weights spans in the run's
@@ -234,6 +235,9 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
         "cluster.trainer_labels={flywheel-role: trainer}",
         "cluster.engine_labels={flywheel-role: engine}",
         "rollout.engines=2",
+        "rollout.workers=2",
+        "cluster.rollout_labels={flywheel-role: engine}",
+        "cluster.rollout_cpus=0.25",
         "rollout.prompts_per_step=8",
         f"run.steps={STEPS}",
         "run.progress=false",
@@ -258,6 +262,7 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
         assert ray_workers(head, "Trainer"), "no trainer process on the head node"
         wait_for(lambda: len(read_jsonl(run_dir / "metrics.jsonl")) >= 2 or ended(driver), 600, "the run did not finish step 1", every_s=0.2)
         assert not ended(driver), log.read_text()[-3000:]
+        assert ray_workers(doomed, "RolloutWorker"), "no rollout worker on the doomed node (they are spread over the engine nodes)"
         freeze_while_generating(doomed, run_dir)
         # held until the replacement is back, so that a slow start cannot outlast the run; listed now, since a
         # helper process the trainer started earlier may have exited
@@ -291,3 +296,5 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
     assert metrics[-1]["engines/restarts"] == 1
     assert metrics[-1]["engines/live"] == 2
     assert metrics[-1]["engines/resubmitted"] >= 1, "the killed replica held no request"
+    assert metrics[-1]["rollout/worker_restarts"] == 1, "the killed node's rollout worker was not restarted"
+    assert re.search(r"rollout worker [01] died; restarted it \(1 restarts\), its groups run again", text)

@@ -19,7 +19,9 @@ A user function with the wrong return type is the same bug as in the driver (``U
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -38,6 +40,7 @@ from flywheel.types import RemoteFailure
 
 #: a group whose worker died this many times under it ends the run (it is what kills them)
 MAX_DEATHS_PER_GROUP = 3
+START_TIMEOUT_S = 600  # a replacement worker not running by then (no node with room) ends the run
 
 
 @dataclass(frozen=True)
@@ -90,13 +93,15 @@ class RolloutWorker:
 
 class RolloutWorkers:
     """The driver's side of the workers: each group goes to the worker with the fewest in flight (ties:
-    the lowest slot), on the replica the router picks. ``start(slot)``: a new worker actor for ``slot``."""
+    the lowest slot; a slot whose replacement is starting last), on the replica the router picks.
+    ``start(slot)``: a new worker actor for ``slot``."""
 
     def __init__(self, start: Callable[[int], ActorHandle], count: int, log: Callable[[str], None] = lambda _: None) -> None:
         self.start, self.log = start, log
         self.actors = [start(slot) for slot in range(count)]
         self.in_flight = [0] * count
         self.restarts = 0
+        self.starting: dict[int, asyncio.Task] = {}  # slot -> its replacement, starting
         self.deaths: Counter[int] = Counter()  # position -> deaths of its worker under it
 
     def ready(self) -> None:
@@ -107,11 +112,13 @@ class RolloutWorkers:
         while True:
             index = await router.replica(position)
             engine = router.engines[index]
-            slot = min(range(len(self.actors)), key=lambda i: (self.in_flight[i], i))
-            actor = self.actors[slot]
+            slot = min(range(len(self.actors)), key=lambda i: (i in self.starting, self.in_flight[i], i))
             router.outstanding[index] += 1
             self.in_flight[slot] += 1
             try:
+                if slot in self.starting:
+                    await asyncio.shield(self.starting[slot])  # raises if no replacement could start
+                actor = self.actors[slot]
                 made: Made = await actor.group.remote(position, actor_of(engine), f"engine-{index}")
             except RayActorError as error:
                 self._replace(slot, actor, position, error)
@@ -129,7 +136,7 @@ class RolloutWorkers:
             return made.group, made.spans
 
     def _replace(self, slot: int, dead: ActorHandle, position: int, error: RayActorError) -> None:
-        """A new worker in ``slot`` (unless one replaced ``dead`` already)."""
+        """Starts a new worker in ``slot`` (unless one replaced ``dead`` already)."""
         if error.actor_init_failed:
             raise RuntimeError(f"rollout worker {slot} failed to start: {error}") from error
         self.deaths[position] += 1
@@ -137,14 +144,40 @@ class RolloutWorkers:
             raise RuntimeError(
                 f"the group of stream position {position} killed its rollout worker {MAX_DEATHS_PER_GROUP} times; the last: {error}"
             ) from error
-        if self.actors[slot] is not dead:
+        if self.actors[slot] is not dead or slot in self.starting:
             return
         ray.kill(dead)
-        self.actors[slot] = self.start(slot)
         self.restarts += 1
-        self.log(f"rollout worker {slot} died; restarted it ({self.restarts} restarts), its groups run again")
+        self.starting[slot] = asyncio.ensure_future(self._restart(slot))
+
+    async def _restart(self, slot: int) -> None:
+        """A replacement in ``slot``, once it runs. One whose node died before it ran (Ray may place it on a
+        node that just died and is not yet known dead) is placed again; one that cannot start raises."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            actor = self.start(slot)
+            try:
+                await asyncio.wait_for(asyncio.ensure_future(actor.__ray_ready__.remote()), max(deadline - time.monotonic(), 1))
+            except RayActorError as error:
+                ray.kill(actor)
+                if error.actor_init_failed or time.monotonic() > deadline:
+                    raise RuntimeError(f"rollout worker {slot} could not be restarted: {error}") from error
+                await asyncio.sleep(1.0)
+                continue
+            except TimeoutError:
+                ray.kill(actor)
+                raise RuntimeError(
+                    f"no replacement of rollout worker {slot} was running after {START_TIMEOUT_S} s: no live node matching "
+                    "cluster.rollout_labels has room for one"
+                ) from None
+            self.actors[slot] = actor
+            del self.starting[slot]
+            self.log(f"rollout worker {slot} died; restarted it ({self.restarts} restarts), its groups run again")
+            return
 
     def stop(self) -> None:
+        for task in self.starting.values():
+            task.cancel()
         for actor in self.actors:
             ray.kill(actor)
 
