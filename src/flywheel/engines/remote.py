@@ -2,14 +2,15 @@
 hold this client, so no caller touches Ray to generate or load weights.
 
 Generation calls made in the same turn of the caller's event loop (a step's groups, started together)
-travel to the actor as one batch (``ServesBatches.generate_batch``), and their results stream back as
-they finish, several to a message when they finish together: one Ray call a batch instead of one a
-group."""
+travel to the actor as one batch (``BatchedCalls`` to ``ServesBatches.serve_batch``, which serves any
+coroutine method so), and their results stream back as they finish, several to a message when they
+finish together: one Ray call a batch instead of one a group."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import ray
 from ray.actor import ActorHandle
@@ -19,21 +20,19 @@ from flywheel.engines.base import EngineDied
 from flywheel.types import Completion
 from flywheel.weights.base import WeightUpdate
 
-#: one generation call: (prompts, n, temperature, max_tokens, seed, stop), ``Engine.generate``'s arguments
-Request = tuple[list[list[int]], int, float, int, int, "list[str] | None"]
-
 
 class ServesBatches:
-    """The actor side of the batching: an engine implementation with ``generate`` gets ``generate_batch``."""
+    """The actor side of the batching: any coroutine method of the actor, called for a batch of argument tuples."""
 
-    async def generate_batch(self, requests: list[Request]) -> AsyncIterator[list[tuple[int, list[list[Completion]] | Exception]]]:
-        """Runs every request concurrently; yields (index, result or the exception it raised) of those
-        that finished since the last yield, until all have. A Ray streaming generator."""
+    async def serve_batch(self, method: str, requests: list[tuple]) -> AsyncIterator[list[tuple[int, Any]]]:
+        """Runs ``method`` for every request concurrently; yields (index, result or the exception it raised)
+        of those that finished since the last yield, until all have. A Ray streaming generator."""
         finished: asyncio.Queue = asyncio.Queue()
+        call = getattr(self, method)
 
-        async def run(index: int, request: Request) -> None:
+        async def run(index: int, request: tuple) -> None:
             try:
-                finished.put_nowait((index, await self.generate(*request)))
+                finished.put_nowait((index, await call(*request)))
             except Exception as error:  # noqa: BLE001 - the caller of that request raises it
                 finished.put_nowait((index, error))
 
@@ -51,23 +50,23 @@ class ServesBatches:
                 task.cancel()
 
 
-class RemoteEngine:
-    """The ``Engine`` whose implementation runs in the Ray actor ``actor``; a dead actor raises ``EngineDied``."""
+class BatchedCalls:
+    """Calls of ``method`` on the actor ``actor`` (a ``ServesBatches``) made in the same turn of the caller's
+    event loop travel as one Ray call, and each caller gets its own result or error. A dead actor raises
+    Ray's ``RayActorError`` to every caller."""
 
-    def __init__(self, actor: ActorHandle) -> None:
-        self.actor = actor
-        self._queued: list[tuple[Request, asyncio.Future]] = []  # calls of this loop turn, not yet sent
+    def __init__(self, actor: ActorHandle, method: str) -> None:
+        self.actor, self.method = actor, method
+        self._queued: list[tuple[tuple, asyncio.Future]] = []  # calls of this loop turn, not yet sent
         self._receiving: set[asyncio.Task] = set()
-        self.batches_sent = 0  # generation calls to the actor (each carries one or more requests)
+        self.batches_sent = 0  # Ray calls to the actor (each carries one or more calls)
 
-    async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
-    ) -> list[list[Completion]]:
+    async def __call__(self, *args: Any) -> Any:
         loop = asyncio.get_running_loop()
         if not self._queued:
             loop.call_soon(self._send)
         future = loop.create_future()
-        self._queued.append(((prompts, n, temperature, max_tokens, seed, stop), future))
+        self._queued.append((args, future))
         return await future
 
     def _send(self) -> None:
@@ -77,10 +76,10 @@ class RemoteEngine:
         self._receiving.add(task)
         task.add_done_callback(self._receiving.discard)
 
-    async def _receive(self, batch: list[tuple[Request, asyncio.Future]]) -> None:
+    async def _receive(self, batch: list[tuple[tuple, asyncio.Future]]) -> None:
         futures = [future for _, future in batch]
         try:
-            async for ref in self.actor.generate_batch.options(num_returns="streaming").remote([request for request, _ in batch]):
+            async for ref in self.actor.serve_batch.options(num_returns="streaming").remote(self.method, [args for args, _ in batch]):
                 for index, result in await ref:
                     if futures[index].done():  # its caller was cancelled
                         continue
@@ -88,15 +87,34 @@ class RemoteEngine:
                         futures[index].set_exception(result)
                     else:
                         futures[index].set_result(result)
-        except RayActorError as error:
-            failure: BaseException = EngineDied(str(error))
-        except Exception as error:  # noqa: BLE001 - e.g. a request that cannot be sent: its callers raise it
-            failure = error
+        except Exception as error:  # noqa: BLE001 - a dead actor, a request that cannot be sent: its callers raise it
+            failure: BaseException = error
         else:
             return
         for future in futures:
             if not future.done():
                 future.set_exception(failure)
+
+
+class RemoteEngine:
+    """The ``Engine`` whose implementation runs in the Ray actor ``actor``; a dead actor raises ``EngineDied``."""
+
+    def __init__(self, actor: ActorHandle) -> None:
+        self.actor = actor
+        self._generate = BatchedCalls(actor, "generate")
+
+    @property
+    def batches_sent(self) -> int:
+        """Generation calls to the actor (each carries one or more requests)."""
+        return self._generate.batches_sent
+
+    async def generate(
+        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+    ) -> list[list[Completion]]:
+        try:
+            return await self._generate(prompts, n, temperature, max_tokens, seed, stop)
+        except RayActorError as error:
+            raise EngineDied(str(error)) from error
 
     async def load_weights(self, update: WeightUpdate) -> float:
         try:

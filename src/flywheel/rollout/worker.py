@@ -32,7 +32,7 @@ from ray.exceptions import RayActorError
 
 from flywheel.config import Config
 from flywheel.engines.base import EngineDied
-from flywheel.engines.remote import RemoteEngine
+from flywheel.engines.remote import BatchedCalls, RemoteEngine, ServesBatches
 from flywheel.rewards.faults import UserFunctionBug
 from flywheel.rollout.router import EngineRouter
 from flywheel.rollout.stream import Group, GroupMaker, Span
@@ -54,8 +54,9 @@ class Made:
     bug: str | None = None
 
 
-class RolloutWorker:
-    """The actor: makes the groups the driver sends it."""
+class RolloutWorker(ServesBatches):
+    """The actor: makes the groups the driver sends it (the groups sent in one turn of the driver's loop
+    arrive as one Ray call, ``serve_batch``, and stream back as they finish)."""
 
     def __init__(self, config: Config, reward_model: ActorHandle | None = None) -> None:
         import torch
@@ -99,6 +100,7 @@ class RolloutWorkers:
     def __init__(self, start: Callable[[int], ActorHandle], count: int, log: Callable[[str], None] = lambda _: None) -> None:
         self.start, self.log = start, log
         self.actors = [start(slot) for slot in range(count)]
+        self.calls = [BatchedCalls(actor, "group") for actor in self.actors]
         self.in_flight = [0] * count
         self.restarts = 0
         self.starting: dict[int, asyncio.Task] = {}  # slot -> its replacement, starting
@@ -119,7 +121,7 @@ class RolloutWorkers:
                 if slot in self.starting:
                     await asyncio.shield(self.starting[slot])  # raises if no replacement could start
                 actor = self.actors[slot]
-                made: Made = await actor.group.remote(position, actor_of(engine), f"engine-{index}")
+                made: Made = await self.calls[slot](position, actor_of(engine), f"engine-{index}")
             except RayActorError as error:
                 self._replace(slot, actor, position, error)
                 continue
@@ -170,7 +172,7 @@ class RolloutWorkers:
                     f"no replacement of rollout worker {slot} was running after {START_TIMEOUT_S} s: no live node matching "
                     "cluster.rollout_labels has room for one"
                 ) from None
-            self.actors[slot] = actor
+            self.actors[slot], self.calls[slot] = actor, BatchedCalls(actor, "group")
             del self.starting[slot]
             self.log(f"rollout worker {slot} died; restarted it ({self.restarts} restarts), its groups run again")
             return
