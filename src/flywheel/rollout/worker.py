@@ -75,16 +75,16 @@ class RolloutWorker(ServesBatches):
         pipeline = reward_pipeline(config, guards, None, None, reward_model.score.remote if reward_model is not None else None)
         algorithm = make_algorithm(config.algorithm)
         self.maker = GroupMaker(tokenizer, load_tasks(config), algorithm, pipeline, config.rollout, config.run.seed)
-        self.engines: dict[str, RemoteEngine] = {}  # by actor id: the replicas this worker has called
+        self.replicas: dict[int, RemoteEngine] = {}  # router slot -> the replica serving it, as last sent
 
-    async def group(self, position: int, engine: ActorHandle, name: str) -> Made:
-        """The group of stream position ``position``, generated on the replica ``engine`` (timeline name ``name``)."""
-        key = engine._actor_id.hex()
-        remote = self.engines.setdefault(key, RemoteEngine(engine))
+    async def group(self, position: int, replica: int, engine: ActorHandle | None) -> Made:
+        """The group of stream position ``position``, generated on the replica in router slot ``replica``;
+        ``engine``: that replica's actor, sent when it is new to this worker (the first call, a restart)."""
+        if engine is not None:
+            self.replicas[replica] = RemoteEngine(engine)
         try:
-            group, spans = await self.maker.make(position, remote, engine_name=name)
+            group, spans = await self.maker.make(position, self.replicas[replica], engine_name=f"engine-{replica}")
         except EngineDied as died:
-            self.engines.pop(key, None)
             return Made(None, engine_died=str(died))
         except UserFunctionBug as bug:
             return Made(None, bug=str(bug))
@@ -101,6 +101,7 @@ class RolloutWorkers:
         self.start, self.log = start, log
         self.actors = [start(slot) for slot in range(count)]
         self.calls = [BatchedCalls(actor, "group") for actor in self.actors]
+        self.sent: list[dict[int, object]] = [{} for _ in range(count)]  # per worker: router slot -> the replica it was sent
         self.in_flight = [0] * count
         self.restarts = 0
         self.starting: dict[int, asyncio.Task] = {}  # slot -> its replacement, starting
@@ -121,7 +122,9 @@ class RolloutWorkers:
                 if slot in self.starting:
                     await asyncio.shield(self.starting[slot])  # raises if no replacement could start
                 actor = self.actors[slot]
-                made: Made = await self.calls[slot](position, actor_of(engine), f"engine-{index}")
+                new = self.sent[slot].get(index) is not engine  # handles are sent once: pickling one is a Ray call
+                self.sent[slot][index] = engine
+                made: Made = await self.calls[slot](position, index, actor_of(engine) if new else None)
             except RayActorError as error:
                 self._replace(slot, actor, position, error)
                 continue
@@ -172,7 +175,7 @@ class RolloutWorkers:
                     f"no replacement of rollout worker {slot} was running after {START_TIMEOUT_S} s: no live node matching "
                     "cluster.rollout_labels has room for one"
                 ) from None
-            self.actors[slot], self.calls[slot] = actor, BatchedCalls(actor, "group")
+            self.actors[slot], self.calls[slot], self.sent[slot] = actor, BatchedCalls(actor, "group"), {}
             del self.starting[slot]
             self.log(f"rollout worker {slot} died; restarted it ({self.restarts} restarts), its groups run again")
             return
