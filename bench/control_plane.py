@@ -30,19 +30,16 @@ largest cluster one driver keeps fed: N GPUs generating ``tok/s`` each make N x 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import io
 import json
 import os
 import pstats
-import random
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,14 +47,13 @@ import psutil
 import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from control_plane_standins import StandInEngines, StandInTrainer  # noqa: E402
 from machine import machine  # noqa: E402
 
 from flywheel.cluster.workers import Workers  # noqa: E402
 from flywheel.config import load_config  # noqa: E402
 from flywheel.controller import train  # noqa: E402
-from flywheel.engines.remote import RemoteEngine, ServesBatches  # noqa: E402
-from flywheel.types import Completion, StepResult  # noqa: E402
-from flywheel.weights.base import WeightUpdate  # noqa: E402
+from flywheel.engines.remote import RemoteEngine  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -75,78 +71,6 @@ PROFILES = {
     "70B on H200": (460 * 4.8 / 3.35, "the H100 figure scaled by memory bandwidth (4.8 vs 3.35 TB/s)"),
 }
 CLUSTERS = (1_000, 4_096, 10_000)
-
-
-@dataclass(frozen=True)
-class Version(WeightUpdate):
-    """A published version, nothing to load."""
-
-    version: int
-
-    def receive(self, link=None):
-        return iter(())
-
-
-class StandInEngines(ServesBatches):
-    """Serves every stand-in replica's requests: completions of ``max_tokens`` tokens after ``latency_s``."""
-
-    def __init__(self, vocab: int, latency_s: float, seed: int) -> None:
-        rng = random.Random(seed)
-        self.pool = [rng.randrange(3, vocab) for _ in range(1 << 16)]
-        self.latency_s, self.version, self.rng = latency_s, 0, rng
-
-    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None) -> list[list[Completion]]:
-        await asyncio.sleep(self.latency_s * self.rng.lognormvariate(0.0, 0.25))
-        logprobs, versions = [-1.0] * max_tokens, (self.version,) * max_tokens
-        out = []
-        for i in range(len(prompts)):
-            completions = []
-            for j in range(n):
-                start = ((seed + i * n + j) * 7919) % (len(self.pool) - max_tokens)
-                completions.append(Completion(self.pool[start : start + max_tokens], logprobs, str((seed + j) % 1000), versions))
-            out.append(completions)
-        return out
-
-    async def load_weights(self, update: WeightUpdate) -> float:
-        self.version = max(self.version, update.version)
-        return 0.0
-
-    def shutdown(self) -> None:
-        pass
-
-
-class StandInTrainerActor:
-    def __init__(self, train_s: float) -> None:
-        self.train_s = train_s
-
-    async def step(self, batch) -> StepResult:
-        await asyncio.sleep(self.train_s)
-        rows = int(batch.tokens.shape[0])
-        return StepResult({"loss/policy": 0.0, "train/grad_norm": 0.0, "train/entropy": 1.0, "train/rows": float(rows)})
-
-
-class StandInTrainer:
-    """The trainer group's surface the controller calls: each step's batch goes to a Ray actor that takes a fixed time."""
-
-    def __init__(self, train_s: float) -> None:
-        self.actor = ray.remote(StandInTrainerActor).options(num_cpus=0).remote(train_s)
-        self.version = 0
-
-    async def train_step(self, batch, keep_logprobs: bool = False) -> StepResult:
-        self.version += 1
-        return await self.actor.step.remote(batch)
-
-    async def publish_weights(self) -> Version:
-        return Version(self.version)
-
-    async def save_checkpoint(self, directory: str, resumable: bool = True) -> None:
-        Path(directory).mkdir(parents=True, exist_ok=True)
-
-    async def restore(self, directory: str) -> None:
-        raise NotImplementedError("the stand-in trainer holds no state")
-
-    def shutdown(self) -> None:
-        ray.kill(self.actor)
 
 
 def long_context_model(directory: Path, tokens: int) -> Path:
@@ -183,6 +107,9 @@ def run(replicas: int, workers: int, args: argparse.Namespace, model: Path, out:
         f"run.output_dir={out}",
     ]
     config = load_config(REPO / "configs/quickstart.yaml", overrides)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(HERE), str(REPO / "src"), os.environ.get("PYTHONPATH")])
+    )  # the stand-ins, by reference
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, logging_level="error")
     try:
         from transformers import AutoTokenizer

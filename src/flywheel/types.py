@@ -3,6 +3,8 @@ TrainBatch (-> trainer), StepResult (trainer ->)."""
 
 from __future__ import annotations
 
+import array
+import itertools
 import math
 import traceback
 from dataclasses import dataclass, field, fields
@@ -28,7 +30,10 @@ class Completion:
     def weight_version(self) -> int:
         """The oldest weight version among its model tokens (an in-flight update or several turns make
         them differ); -1 when it has none."""
-        return min((v for v in self.weight_versions if v is not None), default=-1)
+        versions = self.weight_versions
+        if None not in versions:  # one model turn: no environment tokens to skip (a scan in C)
+            return min(versions, default=-1)
+        return min((v for v in versions if v is not None), default=-1)
 
 
 @dataclass(frozen=True)
@@ -153,20 +158,35 @@ class StepResult:
 
 
 def collate(episodes: list[Episode], pad_id: int) -> TrainBatch:
-    """The right-padded TrainBatch of episodes, with zero advantages (set by the caller)."""
-    rows = [e.prompt_ids + e.completion.token_ids for e in episodes]
-    width = max(map(len, rows))
-    tokens = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
-    loss_mask = torch.zeros((len(rows), width))
-    behaviour = torch.zeros((len(rows), width))
-    versions = torch.full((len(rows), width), -1, dtype=torch.long)
-    for i, (e, row) in enumerate(zip(episodes, rows)):
-        start, end = len(e.prompt_ids), len(row)
-        tokens[i, :end] = torch.tensor(row)
-        attention[i, :end] = 1
-        loss_mask[i, start:end] = 1.0 if e.completion.loss_mask is None else torch.tensor(e.completion.loss_mask, dtype=torch.float)
-        behaviour[i, start:end] = torch.tensor(e.completion.logprobs)
-        if e.completion.weight_versions:
-            versions[i, start:end] = torch.tensor([-1 if v is None else v for v in e.completion.weight_versions])
-    return TrainBatch(tokens, attention, loss_mask, behaviour, torch.zeros_like(loss_mask), weight_versions=versions)
+    """The right-padded TrainBatch of episodes, with zero advantages (set by the caller). Each column is
+    gathered into one flat C array and scattered into its padded tensor in one step (row-major order is
+    the episodes' order): a step's tokens are not converted one list at a time."""
+    prompts = torch.tensor([len(e.prompt_ids) for e in episodes])
+    ends = prompts + torch.tensor([len(e.completion.token_ids) for e in episodes])
+    width = int(ends.max())
+    column = torch.arange(width)
+    real = column < ends[:, None]  # prompt and completion
+    completion = real & (column >= prompts[:, None])
+    tokens = torch.full((len(episodes), width), pad_id, dtype=torch.long)
+    tokens[real] = _flat("q", (t for e in episodes for t in (e.prompt_ids, e.completion.token_ids)), torch.long)
+    loss_mask, behaviour = torch.zeros((len(episodes), width)), torch.zeros((len(episodes), width))
+    masks = (e.completion.loss_mask or itertools.repeat(1.0, len(e.completion.token_ids)) for e in episodes)
+    loss_mask[completion] = _flat("d", masks, torch.float64).float()
+    behaviour[completion] = _flat("d", (e.completion.logprobs for e in episodes), torch.float64).float()
+    versions = torch.full((len(episodes), width), -1, dtype=torch.long)
+    versioned = completion & torch.tensor([bool(e.completion.weight_versions) for e in episodes])[:, None]
+    versions[versioned] = _flat("q", (_versions(e.completion.weight_versions) for e in episodes), torch.long)
+    return TrainBatch(tokens, real.long(), loss_mask, behaviour, torch.zeros_like(loss_mask), weight_versions=versions)
+
+
+def _flat(typecode: str, parts, dtype: torch.dtype) -> torch.Tensor:
+    """The concatenation of ``parts`` (iterables of numbers) as a 1-d tensor, through a C array."""
+    flat = array.array(typecode, itertools.chain.from_iterable(parts))
+    return torch.frombuffer(flat, dtype=dtype) if flat else torch.empty(0, dtype=dtype)
+
+
+def _versions(versions: tuple[int | None, ...]) -> tuple[int, ...]:
+    """Weight versions with -1 for the environment's tokens (None)."""
+    return versions if None not in versions else tuple(-1 if v is None else v for v in versions)
+
+
