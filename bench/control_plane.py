@@ -224,18 +224,25 @@ def report(result: dict) -> str:
             + "; ".join(f"`{h['function']}` {1000 * h['own_s_per_group']:.3f} ms" for h in r["hottest"][:5])
         )
     best = max(result["runs"], key=lambda r: r["episodes_per_s"])
+    most = max(r["replicas"] for r in result["runs"])
+    at_most = max((r for r in result["runs"] if r["replicas"] == most), key=lambda r: r["episodes_per_s"])
     lines += [
         "",
-        f"What one driver keeps fed, from its best sustained rate here ({best['episodes_per_s']:.0f} episodes/s, {best['replicas']} replicas, "
-        f"{best['workers']} workers) against the episodes/s N GPUs generate at {a['tokens']}-token completions (N x tok/s / {a['tokens']}):",
+        f"What one driver keeps fed: its best sustained rate here ({best['episodes_per_s']:.0f} episodes/s, {best['replicas']} replicas, "
+        f"{best['workers']} workers) and its rate at {most} replicas ({at_most['episodes_per_s']:.0f} episodes/s), against the episodes/s "
+        f"N GPUs generate at {a['tokens']}-token completions (N x tok/s / {a['tokens']}):",
         "",
-        "| profile | tok/s per GPU | episodes/s per GPU | " + " | ".join(f"needed at {n:,} GPUs" for n in CLUSTERS) + " | GPUs one driver feeds |",
-        "| --- | ---: | ---: | " + " | ".join("---:" for _ in CLUSTERS) + " | ---: |",
+        "| profile | tok/s per GPU | episodes/s per GPU | "
+        + " | ".join(f"needed at {n:,} GPUs" for n in CLUSTERS)
+        + f" | GPUs one driver feeds (best rate) | GPUs one driver feeds ({most} replicas) |",
+        "| --- | ---: | ---: | " + " | ".join("---:" for _ in CLUSTERS) + " | ---: | ---: |",
     ]
     for name, (rate, _) in PROFILES.items():
         per_gpu = rate / a["tokens"]
         needed = " | ".join(f"{n * per_gpu:,.0f}" for n in CLUSTERS)
-        lines.append(f"| {name} | {rate:,.0f} | {per_gpu:.2f} | {needed} | {best['episodes_per_s'] / per_gpu:,.0f} |")
+        lines.append(
+            f"| {name} | {rate:,.0f} | {per_gpu:.2f} | {needed} | {best['episodes_per_s'] / per_gpu:,.0f} | {at_most['episodes_per_s'] / per_gpu:,.0f} |"
+        )
     lines += ["", "Sources of the profiles:", ""] + [f"- {name}: {source}" for name, (_, source) in PROFILES.items()]
     return "\n".join(lines) + "\n"
 
@@ -253,7 +260,11 @@ def main() -> None:
     parser.add_argument("--profile", default="7B on H100", choices=list(PROFILES))
     parser.add_argument("--batch", type=int, default=256, help="sequences a replica generates at once (its request's share of the GPU)")
     parser.add_argument("--time-scale", type=float, default=1000.0, help="the engines answer this many times faster than the profile")
+    parser.add_argument("--report", action="store_true", help="rewrite bench/control_plane.md from the results file, running nothing")
     args = parser.parse_args()
+    if args.report:
+        (HERE / "control_plane.md").write_text(report(json.loads((HERE / "results/control_plane.json").read_text())))
+        return
     install_hooks()
     runs = []
     with tempfile.TemporaryDirectory(prefix="control-plane-") as tmp:
