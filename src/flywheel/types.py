@@ -188,5 +188,3 @@ def _flat(typecode: str, parts, dtype: torch.dtype) -> torch.Tensor:
 def _versions(versions: tuple[int | None, ...]) -> tuple[int, ...]:
     """Weight versions with -1 for the environment's tokens (None)."""
     return versions if None not in versions else tuple(-1 if v is None else v for v in versions)
-
-
