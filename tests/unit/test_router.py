@@ -2,6 +2,7 @@
 its restarts (replacement loads the latest weights first; requests wait while all are dead; a bound)."""
 
 import asyncio
+import random
 from dataclasses import dataclass
 
 import pytest
@@ -11,24 +12,49 @@ from flywheel.rollout.router import EngineRouter, NoEngineLeft
 from flywheel.weights.base import WeightUpdate
 
 
+def set_loads(router: EngineRouter, loads: list[int]) -> None:
+    """Requests in flight per replica, as begin and end leave them."""
+    for index, load in enumerate(loads):
+        while router.outstanding[index] < load:
+            router.begin(index)
+        while router.outstanding[index] > load:
+            router.end(index)
+
+
 def test_least_outstanding_then_lowest_index():
     router = EngineRouter(["a", "b", "c"])
-    router.outstanding = [2, 1, 1]
+    set_loads(router, [2, 1, 1])
     assert router.pick() == 1
-    router.outstanding = [0, 1, 0]
+    set_loads(router, [0, 1, 0])
     assert router.pick() == 0
 
 
 def test_a_key_stays_on_its_replica_until_released_or_dead():
     router = EngineRouter(["a", "b"])
-    router.outstanding = [1, 0]
+    set_loads(router, [1, 0])
     assert router.pick(key="episode-7") == 1
-    router.outstanding = [0, 5]
+    set_loads(router, [0, 5])
     assert router.pick(key="episode-7") == 1  # its earlier turns are in replica 1's prefix cache
     router.release("episode-7")
     assert router.pick(key="episode-7") == 0
     router.mark_dead(0)
     assert router.pick(key="episode-7") == 1
+
+
+def test_the_heap_pick_equals_a_scan_over_every_replica():
+    rng = random.Random(0)
+    router = EngineRouter(list(range(50)))
+    for _ in range(20_000):
+        index = rng.randrange(50)
+        if rng.random() < 0.002 and router.live_count > 1:
+            router.mark_dead(index)
+        elif router.outstanding[index] > 0 and rng.random() < 0.5:
+            router.end(index)
+        else:
+            router.begin(router.pick())
+        live = [i for i, ok in enumerate(router.alive) if ok]
+        assert router.pick() == min(live, key=lambda i: (router.outstanding[i], i))
+    assert len(router._queue) <= 4 * 50 + 64 + 1  # stale entries do not pile up
 
 
 def test_no_live_replica_is_one_clear_error():
@@ -88,7 +114,7 @@ def test_a_dead_replica_is_replaced_with_the_latest_weights_and_its_request_resu
         a, b, made = Replica("a"), Replica("b"), []
         router = EngineRouter([a, b], starter(made), max_restarts=2)
         await router.load_weights(Version(4))
-        router.outstanding = [0, 1]  # the request goes to a
+        set_loads(router, [0, 1])  # the request goes to a
         request = asyncio.create_task(router.generate([[1]], 1, 1.0, 4, seed=7))
         await asyncio.sleep(0)
         a.dying.set()
@@ -153,7 +179,7 @@ def test_closing_with_keep_serving_hands_the_serving_replacements_over():
         while router.live_count < 3:
             await asyncio.sleep(0.01)
         c.dying.set()
-        router.outstanding = [1, 1, 0]
+        set_loads(router, [1, 1, 0])
         await router.generate([[1]], 1, 1.0, 4, seed=0)  # c dies; its restart is under way at close
         assert router.restarts == 3
         await router.close(keep_serving=True)

@@ -1,6 +1,8 @@
 """Engine replicas behind one router: least outstanding work first, sticky keys, failover, restarts.
 
-A request goes to the live replica with the fewest requests in flight (ties: the lowest index). A
+A request goes to the live replica with the fewest requests in flight (ties: the lowest index), found
+in O(log R) from a heap of (load, index) entries: every change of a load pushes the new entry, and a
+pick drops the stale entries it finds on top (a dead replica's, or an old load's). A
 request with a ``key`` (a multi-turn episode) goes where that key went before, so the engine's
 prefix cache serves its earlier turns. If a replica dies (``EngineDied``), it is marked dead and
 every request it held is resubmitted to another one: same arguments, same seed.
@@ -27,6 +29,7 @@ Re-forms run one at a time, and never while other loads are in flight on the sam
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
@@ -56,8 +59,9 @@ class EngineRouter:
         """``restarts``: replacements already started in this run (by an earlier router: a supervised
         run's previous attempt); they count against ``max_restarts``."""
         self.engines = list(engines)
-        self.outstanding = [0] * len(engines)
+        self.outstanding = [0] * len(engines)  # requests in flight per replica: changed by begin and end only
         self.alive = [True] * len(engines)
+        self._queue = [(0, i) for i in range(len(engines))]  # a heap of (load, index); stale entries dropped when met
         self.sticky: dict[Hashable, int] = {}
         self.resubmitted = 0
         self.restarts = restarts  # replacements started
@@ -79,13 +83,31 @@ class EngineRouter:
         """Index of the replica for a new request."""
         if key is not None and key in self.sticky and self.alive[self.sticky[key]]:
             return self.sticky[key]
-        live = [i for i, ok in enumerate(self.alive) if ok]
-        if not live:
+        queue = self._queue
+        while queue and not (self.alive[queue[0][1]] and self.outstanding[queue[0][1]] == queue[0][0]):
+            heapq.heappop(queue)
+        if not queue:
             raise NoEngineLeft(self._none_left())
-        index = min(live, key=lambda i: (self.outstanding[i], i))
+        index = queue[0][1]
         if key is not None:
             self.sticky[key] = index
         return index
+
+    def begin(self, index: int) -> None:
+        """A request starts on replica ``index``."""
+        self._load(index, self.outstanding[index] + 1)
+
+    def end(self, index: int) -> None:
+        """A request on replica ``index`` ended (answered or failed)."""
+        self._load(index, self.outstanding[index] - 1)
+
+    def _load(self, index: int, load: int) -> None:
+        self.outstanding[index] = load
+        if len(self._queue) > 4 * len(self.engines) + 64:  # stale entries below the top: start afresh
+            self._queue = [(n, i) for i, (n, ok) in enumerate(zip(self.outstanding, self.alive)) if ok]
+            heapq.heapify(self._queue)
+        elif self.alive[index]:
+            heapq.heappush(self._queue, (load, index))
 
     def _none_left(self) -> str:
         if self._restart is None:
@@ -122,14 +144,14 @@ class EngineRouter:
         while True:
             index = await self.replica(key)
             engine = self.engines[index]
-            self.outstanding[index] += 1
+            self.begin(index)
             try:
                 return await engine.generate(prompts, n, temperature, max_tokens, seed, stop)
             except EngineDied:
                 self.mark_dead(index, engine)
                 self.resubmitted += 1
             finally:
-                self.outstanding[index] -= 1
+                self.end(index)
 
     def mark_dead(self, index: int, engine: Engine | None = None) -> None:
         """Takes replica ``index`` out of rotation and, restarts allowing, starts its replacement.
@@ -188,6 +210,7 @@ class EngineRouter:
             return
         del self._restarting[index]
         self.engines[index], self.alive[index] = engine, True
+        heapq.heappush(self._queue, (self.outstanding[index], index))
         if self._down_since is not None:
             self._downtime, self._down_since = self._downtime + time.monotonic() - self._down_since, None
         self.log(f"engine replica {index} is back, serving weights version {self.latest.version if self.latest else 0}")

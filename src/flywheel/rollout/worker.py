@@ -116,7 +116,7 @@ class RolloutWorkers:
             index = await router.replica(position)
             engine = router.engines[index]
             slot = min(range(len(self.actors)), key=lambda i: (i in self.starting, self.in_flight[i], i))
-            router.outstanding[index] += 1
+            router.begin(index)
             self.in_flight[slot] += 1
             try:
                 if slot in self.starting:
@@ -129,7 +129,7 @@ class RolloutWorkers:
                 self._replace(slot, actor, position, error)
                 continue
             finally:
-                router.outstanding[index] -= 1
+                router.end(index)
                 self.in_flight[slot] -= 1
             if made.engine_died is not None:
                 router.mark_dead(index, engine)
