@@ -17,9 +17,10 @@ which exist only in this bench:
 
 What is measured, over the steps after ``--skip``: groups and episodes trained per second, the driver process's CPU
 time per group (psutil: its own threads, Ray's core worker included), its hottest functions (cProfile, in a run of
-their own at the most replicas: the profiler slows the driver) and the
-staleness of the trained tokens. The number of replicas changes the router's work (a least-outstanding pick looks at
-every replica) and the weight loads (one call a replica a step); groups a step stay fixed, so rows compare.
+their own at the most replicas: the profiler slows the driver), the seconds from a trained group's admission to the
+start of its training step (``rollout/group_age_s``; add the train call for admission to trained) and the staleness
+of the trained tokens. The number of replicas changes the router's work (a heap: O(log R) a pick) and the weight
+loads (one call a replica a step); groups a step stay fixed, so rows compare.
 
 The profile (PROFILES): output tokens per second of one GPU generating at its throughput-optimal batch, from published
 vLLM measurements (source in each entry). The report turns the driver's sustained episodes per second into the
@@ -169,6 +170,8 @@ def run(replicas: int, workers: int, args: argparse.Namespace, model: Path, out:
         "median_step_s": round(statistics.median(r["timing/step_s"] for r in measured), 3),
         "median_wait_for_batch_s": round(statistics.median(r["timing/wait_for_batch_s"] for r in measured), 3),
         "median_train_s": round(statistics.median(r["timing/train_s"] for r in measured), 3),
+        "group_age_s_mean": round(statistics.mean(r["rollout/group_age_s_mean"] for r in measured), 3),
+        "group_age_s_max": round(max(r["rollout/group_age_s_max"] for r in measured), 3),
         "staleness_mean": round(statistics.mean(r["rollout/staleness_mean"] for r in measured), 3),
         "staleness_max": max(r["rollout/staleness_max"] for r in measured),
     }
@@ -207,14 +210,15 @@ def report(result: dict) -> str:
         f"stand-in engines answering after the {a['profile']} profile's time scaled down {a['time_scale']:g}x, a stand-in trainer "
         f"taking {a['train_s']:g} s a step (its batch crosses Ray). Rates over the steps after the first {a['skip']}.",
         "",
-        "| replicas | workers | groups/s | episodes/s | tokens/s | driver CPU share | driver ms / group | step s | waiting for the batch, s | train call, s | staleness mean / max |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| replicas | workers | groups/s | episodes/s | tokens/s | driver CPU share | driver ms / group | step s | waiting for the batch, s | "
+        "train call, s | admission to training, s mean / max | staleness mean / max |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for r in result["runs"]:
         lines.append(
             f"| {r['replicas']} | {r['workers']} | {r['groups_per_s']:.1f} | {r['episodes_per_s']:.0f} | {r['tokens_per_s']:,} | "
             f"{r['driver_cpu_share']:.2f} | {r['driver_cpu_ms_per_group']:.2f} | {r['median_step_s']:.2f} | {r['median_wait_for_batch_s']:.2f} | "
-            f"{r['median_train_s']:.2f} | {r['staleness_mean']:.2f} / {r['staleness_max']:.0f} |"
+            f"{r['median_train_s']:.2f} | {r['group_age_s_mean']:.2f} / {r['group_age_s_max']:.2f} | {r['staleness_mean']:.2f} / {r['staleness_max']:.0f} |"
         )
     lines += ["", "The driver's hottest functions (own CPU per group, cProfile, in another run of the same setting), at the most replicas:", ""]
     for workers in sorted({r["workers"] for r in result["runs"]}):

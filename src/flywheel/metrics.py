@@ -102,6 +102,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("rollout/truncated_frac", "share", "share of completions cut by the token limit"),
     Metric("rollout/staleness_mean", "versions", "mean versions between the trainer and the trained tokens"),
     Metric("rollout/staleness_max", "versions", "most versions between the trainer and a trained token"),
+    Metric("rollout/group_age_s_mean", "s", "mean seconds from a trained group's admission to the start of its training step"),
+    Metric("rollout/group_age_s_max", "s", "most seconds from a trained group's admission to the start of its training step"),
     Metric("rollout/dropped_stale", "groups", "groups dropped as too stale (and replaced)"),
     Metric("rollout/dropped_uninformative", "groups", "groups dropped because all their rewards were equal (dynamic sampling, and replaced)"),
     Metric("rollout/dropped_invalid_groups", "groups", "groups dropped for too few valid episodes (and replaced)"),

@@ -3,6 +3,7 @@ traceback kept); a return of the wrong shape or type is a bug, named in one sent
 
 import asyncio
 import math
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -144,6 +145,7 @@ class Finished:
     def __init__(self, groups: list[Group], limit: int) -> None:
         self.groups, self.stall, self.released = list(groups), Stall(limit), 0
         self.tasks, self.workers = SimpleNamespace(long_prompts=0), None
+        self.admitted_at: dict[int, float] = {}
 
     async def next_group(self) -> Group:
         return self.groups.pop(0)
@@ -169,8 +171,12 @@ def test_a_run_that_trains_nothing_for_its_bound_of_groups_stops_with_the_share_
 def test_a_trained_group_starts_the_count_again():
     stream = Finished([group(0, [0.0, 0.0], "env_error"), group(1, [1.0, 0.0]), group(2, [0.0, 0.0], "env_error"), group(3, [1.0, 0.0])], limit=2)
     plan = BatchPlan(2, 1, trainer_version=0, max_staleness=0, min_valid=2, keep_group=lambda rewards: True)
+    now = time.monotonic()  # the event loop's clock
+    stream.admitted_at = {0: now - 9.0, 1: now - 5.0, 2: now - 3.0, 3: now - 1.0}
     kept, metrics = asyncio.run(take_batch(stream, plan, lambda *args: None))
     assert [g.position for g in kept] == [1, 3] and stream.stall.groups == 0 and metrics["rollout/dropped_invalid_groups"] == 2
+    assert 5.0 <= metrics["rollout/group_age_s_max"] < 5.5 and 3.0 <= metrics["rollout/group_age_s_mean"] < 3.5  # trained groups only
+    assert stream.admitted_at == {}
 
 
 def test_no_group_finishing_within_the_stall_timeout_stops_the_run():

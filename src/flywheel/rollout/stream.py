@@ -326,6 +326,7 @@ class RolloutStream:
         self.next_position = state["next_position"]
         self.readmit = deque(state["pending"])  # admitted before a resume, never finished
         self.running: dict[int, asyncio.Task] = {}
+        self.admitted_at: dict[int, float] = {}  # position -> when it was admitted (loop time), until its group is taken
         self.finished: asyncio.Queue[Group | BaseException] = asyncio.Queue()
         self.queued: set[int] = set()  # positions of the finished groups in the queue
         self.room_changed = asyncio.Event()
@@ -358,12 +359,14 @@ class RolloutStream:
                 position = self.readmit.popleft()
             else:
                 position, self.next_position = self.next_position, self.next_position + 1
+            self.admitted_at[position] = asyncio.get_running_loop().time()
             self.running[position] = asyncio.create_task(self._generate(position), name=f"group-{position}")
 
     async def _generate(self, position: int) -> None:
         try:
             group = await self._group(position)
         except Exception as error:  # raised again by next_group
+            self.admitted_at.pop(position, None)
             self.finished.put_nowait(error)
             return
         finally:
@@ -484,12 +487,13 @@ def _nonfinite(x: float) -> str | None:
 async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Group, Fate, int], None]) -> tuple[list[Group], dict[str, float]]:
     """The groups of the step, taken from the stream as ``plan`` decides; dropped groups give their
     places back to the gate."""
-    waited = 0.0
+    waited, admitted = 0.0, {}
     loop = asyncio.get_running_loop()
     while not plan.complete:
         started = loop.time()
         group = await stream.next_group()
         waited += loop.time() - started
+        admitted[group.position] = stream.admitted_at.pop(group.position, started)
         fate = plan.offer(group)
         if fate != "trained":
             stream.release()
@@ -503,6 +507,7 @@ async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Gro
         stream.release(-len(kept))
     for group in dropped:
         dump(group, "uninformative", plan.trainer_version)
+    ages = [loop.time() - admitted[g.position] for g in kept] or [0.0]  # admission to the start of its training
     staleness = [plan.trainer_version - e.completion.weight_version for g in kept for e in g.episodes if e.completion.token_ids] or [0]
     keys = set().union(*(g.metrics for g in kept))  # groups are equal-sized: the mean of means is the mean
     # over the groups that report it (a TRL function returning None for a whole group reports nothing)
@@ -520,6 +525,8 @@ async def take_batch(stream: RolloutStream, plan: BatchPlan, dump: Callable[[Gro
         "rollout/worker_restarts": stream.workers.restarts if stream.workers is not None else 0,
         "rollout/staleness_mean": sum(staleness) / len(staleness),
         "rollout/staleness_max": max(staleness),
+        "rollout/group_age_s_mean": sum(ages) / len(ages),
+        "rollout/group_age_s_max": max(ages),
         "timing/wait_for_batch_s": waited,
     }
     return kept, metrics
