@@ -36,6 +36,7 @@ import io
 import json
 import os
 import pstats
+import re
 import shutil
 import statistics
 import sys
@@ -225,7 +226,7 @@ def report(result: dict) -> str:
         r = max((r for r in result["runs"] if r["workers"] == workers), key=lambda r: r["replicas"])
         lines.append(
             f"- {r['replicas']} replicas, {workers} workers: "
-            + "; ".join(f"`{h['function']}` {1000 * h['own_s_per_group']:.3f} ms" for h in r["hottest"][:5])
+            + "; ".join(f"`{re.sub(r' at 0x[0-9a-f]+', '', h['function'])}` {1000 * h['own_s_per_group']:.3f} ms" for h in r["hottest"][:5])
         )
     best = max(result["runs"], key=lambda r: r["episodes_per_s"])
     most = max(r["replicas"] for r in result["runs"])
