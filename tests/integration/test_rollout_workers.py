@@ -1,7 +1,8 @@
 """Rollout workers (rollout.workers) through the real CLI: two workers make the groups of a synchronous
 quickstart, one is killed with SIGKILL after step 3, and the run still reproduces the golden numbers
 (the groups it held run again with the same seeds), restarts it once, and ends every admitted prompt
-exactly once in rollouts.jsonl. No process of the run is left behind."""
+exactly once in rollouts.jsonl. No process of the run is left behind. A judge on the policy's engines
+scores in the workers, on the replica that made the group."""
 
 import json
 import os
@@ -16,6 +17,7 @@ import psutil
 import pytest
 from helpers import SYNC, assert_matches_golden
 from test_no_progress import session
+from tiny_models import save_causal_lm
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 8
@@ -38,13 +40,19 @@ def rollout_workers(sid: int) -> list[psutil.Process]:
     return found
 
 
+def cli(overrides: list[str], tmp_path: Path) -> list[str]:
+    return [sys.executable, "-m", "flywheel.cli", "train", str(REPO / "configs/quickstart.yaml"), *overrides, f"run.output_dir={tmp_path}"]
+
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+
+
 def test_a_killed_rollout_worker_is_restarted_and_the_run_reproduces_the_golden_numbers(tmp_path):
     overrides = [*SYNC, f"run.steps={STEPS}", "eval.every=100", "eval.greedy=false", "run.progress=false", "run.dump_rollouts=true"]
-    overrides += ["rollout.workers=2", f"run.output_dir={tmp_path}"]
-    command = [sys.executable, "-m", "flywheel.cli", "train", str(REPO / "configs/quickstart.yaml"), *overrides]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     log = tmp_path / "driver.log"
-    driver = subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    driver = subprocess.Popen(
+        cli([*overrides, "rollout.workers=2"], tmp_path), cwd=REPO, env=ENV, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
+    )
     metrics = tmp_path / "quickstart/metrics.jsonl"
     try:
         deadline = time.monotonic() + 400
@@ -72,3 +80,19 @@ def test_a_killed_rollout_worker_is_restarted_and_the_run_reproduces_the_golden_
     assert positions == list(range(len(positions))), "an admitted prompt was lost or duplicated"
     assert {row["fate"] for row in dumped} <= {"trained", "pending"}
     assert sum(row["fate"] == "trained" for row in dumped) == STEPS * 64  # a row a group, 64 a step
+
+
+def test_a_judge_on_the_policy_s_engines_scores_in_the_workers(tmp_path):
+    """reward.judge.engine=policy with a rollout worker: the worker's judge asks the replica that made the
+    group. The policy is a tiny random model with room for the judge's prompt: its verdicts never parse,
+    score 0 and are counted, and each took an engine call."""
+    model = save_causal_lm(tmp_path / "policy")
+    overrides = [*SYNC, "run.steps=2", "rollout.prompts_per_step=8", "eval.every=100", "eval.greedy=false", "run.progress=false"]
+    overrides += [f"model.path={model}", "rollout.workers=1", "reward.judge.enabled=true", "reward.judge.engine=policy"]
+    overrides += ["reward.judge.max_tokens=8", "reward.judge.weight=0.25"]
+    done = subprocess.run(cli(overrides, tmp_path), cwd=REPO, env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = read_jsonl(tmp_path / "quickstart/metrics.jsonl")[1:]
+    assert [r["step"] for r in rows] == [1, 2]
+    for row in rows:
+        assert row["judge/parse_fail_rate"] == 1.0 and row["reward/judge/mean"] == 0.0 and row["judge/latency_s"] > 0, row

@@ -41,10 +41,8 @@ def test_a_failure_from_a_worker_keeps_its_reason_message_and_traceback(tmp_path
     assert log.record(failing_episode(travelled), step=4) is None  # a kind is written once
 
 
-@pytest.mark.parametrize("engine", ["policy", "own"])
-def test_a_judge_on_the_run_s_engines_is_refused_with_rollout_workers(engine):
-    with pytest.raises(
-        ValueError, match=f"reward.judge.engine '{engine}'\\) is not reachable: set rollout.workers=0 or serve the judge at an endpoint"
-    ):
-        Config.model_validate({"rollout": {"workers": 2}, "reward": {"judge": {"enabled": True, "engine": engine, "model_path": "m"}}})
-    Config.model_validate({"rollout": {"workers": 2}, "reward": {"judge": {"enabled": True, "engine": "endpoint"}}})
+def test_a_judge_on_an_engine_of_its_own_is_refused_with_rollout_workers():
+    with pytest.raises(ValueError, match="reward.judge.engine 'own'\\) is not reachable: set rollout.workers=0, or serve the judge at an endpoint"):
+        Config.model_validate({"rollout": {"workers": 2}, "reward": {"judge": {"enabled": True, "engine": "own", "model_path": "m"}}})
+    for engine in ("endpoint", "policy"):
+        Config.model_validate({"rollout": {"workers": 2}, "reward": {"judge": {"enabled": True, "engine": engine}}})

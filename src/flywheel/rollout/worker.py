@@ -15,6 +15,9 @@ slot (``rollout/worker_restarts``) and they are sent again, same seeds: every ad
 ends exactly once, and a synchronous run makes the same groups as without workers. A group that
 kills its worker ``MAX_DEATHS_PER_GROUP`` times ends the run, as does a worker that cannot start.
 A user function with the wrong return type is the same bug as in the driver (``UserFunctionBug``).
+
+A judge on the policy's engines (``reward.judge.engine: policy``) asks the replica making its group:
+the driver's router picked it, and a death under the judge's call sends the group again, as above.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import importlib
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 
 import ray
@@ -36,11 +40,24 @@ from flywheel.engines.remote import BatchedCalls, RemoteEngine, ServesBatches
 from flywheel.rewards.faults import UserFunctionBug
 from flywheel.rollout.router import EngineRouter
 from flywheel.rollout.stream import Group, GroupMaker, Span
-from flywheel.types import RemoteFailure
+from flywheel.types import Completion, RemoteFailure
 
 #: a group whose worker died this many times under it ends the run (it is what kills them)
 MAX_DEATHS_PER_GROUP = 3
 START_TIMEOUT_S = 600  # a replacement worker not running by then (no node with room) ends the run
+
+
+#: the replica making the group of the current task (each group runs in a task of its own)
+_group_replica: ContextVar[RemoteEngine] = ContextVar("group_replica")
+
+
+class GroupReplica:
+    """What a judge on the policy's engines calls in a worker: ``generate`` on the replica making the group it scores."""
+
+    async def generate(
+        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+    ) -> list[list[Completion]]:
+        return await _group_replica.get().generate(prompts, n, temperature, max_tokens, seed, stop)
 
 
 @dataclass(frozen=True)
@@ -72,7 +89,7 @@ class RolloutWorker(ServesBatches):
             importlib.import_module(module)
         tokenizer = AutoTokenizer.from_pretrained(config.model.path)
         guards = getattr(env_factory(config.task.name), "guards", ())
-        pipeline = reward_pipeline(config, guards, None, None, reward_model.score.remote if reward_model is not None else None)
+        pipeline = reward_pipeline(config, guards, GroupReplica(), None, reward_model.score.remote if reward_model is not None else None)
         algorithm = make_algorithm(config.algorithm)
         self.maker = GroupMaker(tokenizer, load_tasks(config), algorithm, pipeline, config.rollout, config.run.seed)
         self.replicas: dict[int, RemoteEngine] = {}  # router slot -> the replica serving it, as last sent
@@ -82,6 +99,7 @@ class RolloutWorker(ServesBatches):
         ``engine``: that replica's actor, sent when it is new to this worker (the first call, a restart)."""
         if engine is not None:
             self.replicas[replica] = RemoteEngine(engine)
+        _group_replica.set(self.replicas[replica])
         try:
             group, spans = await self.maker.make(position, self.replicas[replica], engine_name=f"engine-{replica}")
         except EngineDied as died:
