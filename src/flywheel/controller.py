@@ -76,7 +76,7 @@ from flywheel.preemption import Preempted, StopSignals
 from flywheel.rewards.pipeline import RewardPipeline
 from flywheel.rewards.wiring import reward_pipeline
 from flywheel.rollout.router import EngineRouter
-from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, TaskSet, load_tasks, take_batch
+from flywheel.rollout.stream import BatchPlan, Fate, Group, RolloutStream, TaskSet, load_tasks, load_within_stall_limit, take_batch
 from flywheel.timeline import Timeline
 from flywheel.trainer.group import TrainerDied, TrainerGroup
 from flywheel.types import Episode
@@ -435,8 +435,9 @@ def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], 
 
 
 async def load_everywhere(router: EngineRouter, stream: RolloutStream, update: WeightUpdate) -> float:
-    """Every engine loads ``update`` in flight, then the staleness gate widens; returns the pause."""
-    paused = await router.load_weights(update)
+    """Every engine loads ``update`` in flight, then the staleness gate widens; returns the pause.
+    NoProgress when the load takes rollout.stall_timeout_s seconds (an engine that never answers)."""
+    paused = await load_within_stall_limit(router, update, stream.config.rollout.stall_timeout_s)
     stream.serve(update.version)
     return paused
 

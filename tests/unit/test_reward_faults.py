@@ -4,6 +4,7 @@ traceback kept); a return of the wrong shape or type is a bug, named in one sent
 import asyncio
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,7 +22,7 @@ from flywheel.rewards.trl_functions import call_trl_function, trl_scorer
 from flywheel.rewards.user_functions import load_function
 from flywheel.rewards.wiring import task_scores
 from flywheel.rollout.group import EnvEpisode
-from flywheel.rollout.stream import BatchPlan, Group, NoProgress, RolloutStream, Stall, score_group, take_batch
+from flywheel.rollout.stream import BatchPlan, Group, NoProgress, RolloutStream, Stall, score_group, take_batch, within_stall_limit
 from flywheel.types import Completion, Task
 
 FAULTY = str(Path(__file__).resolve().parents[1] / "faulty_user_code.py")
@@ -186,6 +187,70 @@ def test_no_group_finishing_within_the_stall_timeout_stops_the_run():
     stream = RolloutStream(router, None, None, config, state, make_algorithm(config.algorithm), None)
     with pytest.raises(NoProgress, match=r"^no group finished in 0.2 s \(0 running\): an engine that never answers"):
         asyncio.run(stream.next_group())
+
+
+def test_the_stall_limit_does_not_count_time_with_no_live_replica_and_cancels_what_it_gave_up_on():
+    async def main():
+        down = {"s": 0.0}
+        never = asyncio.get_running_loop().create_future()
+        start = time.monotonic()
+
+        async def replicas_down_for_a_while():
+            await asyncio.sleep(0.1)
+            down["s"] = 0.3  # 0.3 s with no live replica: the limit moves out by as much
+
+        helper = asyncio.create_task(replicas_down_for_a_while())
+        with pytest.raises(NoProgress, match=r"^stuck after 0.2 s$"):
+            await within_stall_limit(never, 0.2, lambda: down["s"], lambda: "stuck after 0.2 s")
+        await helper
+        return time.monotonic() - start, never.cancelled()
+
+    waited, cancelled = asyncio.run(main())
+    assert 0.5 <= waited < 1.5 and cancelled
+    assert asyncio.run(within_stall_limit(asyncio.sleep(0.01, result="done"), 1.0, lambda: 0.0, lambda: "")) == "done"
+
+
+class Unanswering:
+    """An engine whose process is stopped: it stays alive, no request or load ever returns."""
+
+    async def generate(self, *args, **kwargs):
+        await asyncio.get_running_loop().create_future()
+
+    async def load_weights(self, update):
+        await asyncio.get_running_loop().create_future()
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_engines_that_never_load_a_version_stop_the_run_and_the_load_is_abandoned():
+    from flywheel.controller import load_everywhere
+    from flywheel.rollout.router import EngineRouter
+    from flywheel.weights.base import WeightUpdate
+
+    @dataclass(frozen=True)
+    class Version(WeightUpdate):
+        def receive(self):
+            return iter(())
+
+    config = load_config(None, ["rollout.stall_timeout_s=0.2"])
+    router = EngineRouter([Unanswering(), Unanswering()])
+    state = {"accepted": 0, "next_position": 0, "pending": []}
+    stream = RolloutStream(router, None, None, config, state, make_algorithm(config.algorithm), None)
+    with pytest.raises(NoProgress, match=r"^the engines did not load weights version 3 in 0.2 s: an engine that never answers"):
+        asyncio.run(load_everywhere(router, stream, Version(3)))
+    assert stream.version == 0 and router._loads is None  # the gate did not widen; no load is left in flight
+
+
+def test_a_held_out_eval_on_an_engine_that_never_answers_stops_the_run():
+    from chat_tokenizer import chat_tokenizer
+
+    from flywheel.eval.heldout import evaluate
+    from flywheel.rollout.stream import load_tasks
+
+    config = load_config(None, ["rollout.stall_timeout_s=0.2", "task.eval_size=3"])
+    with pytest.raises(NoProgress, match=r"^no held-out episode finished in 0.2 s \(3 running\): an engine that never answers"):
+        asyncio.run(evaluate(Unanswering(), chat_tokenizer(), load_tasks(config), 1.0, config))
 
 
 def test_the_invalid_episode_alert_counts_reward_faults_too():

@@ -137,8 +137,8 @@ class RolloutConfig(Section):
     stall_timeout_s: float = Field(
         900.0,
         gt=0,
-        description="The run stops (exit code 5) when no group finishes for this long (an engine that never answers); time with no live "
-        "engine replica is not counted.",
+        description="The run stops (exit code 5) when no group finishes for this long, no held-out episode does, or the engines take "
+        "this long to load a weight version (an engine that never answers); time with no live engine replica is not counted.",
     )
     max_engine_restarts: int = Field(
         3,

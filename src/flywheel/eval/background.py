@@ -14,7 +14,7 @@ from flywheel.config import Config
 from flywheel.engines.base import Engine
 from flywheel.eval.heldout import eval_metrics
 from flywheel.rollout.router import EngineRouter
-from flywheel.rollout.stream import TaskSet
+from flywheel.rollout.stream import TaskSet, load_within_stall_limit
 from flywheel.weights.base import WeightUpdate
 
 
@@ -28,11 +28,14 @@ class BackgroundEval:
         self._one_at_a_time = asyncio.Lock()  # replicas serve one version at a time
 
     async def start(self, step: int, update: WeightUpdate) -> None:
-        """Loads ``update`` on the eval replicas (waiting for the eval before, if still running), then
-        evaluates in the background; returns once the weights are loaded."""
+        """Loads ``update`` on the eval replicas (waiting for the eval before, if still running, and raising
+        its failure), then evaluates in the background; returns once the weights are loaded."""
         await self._one_at_a_time.acquire()
         try:
-            await self.router.load_weights(update)
+            for task in [task for task in self.running if task.done()]:  # a failed eval ends the run now, not at its end
+                self.running.remove(task)
+                task.result()
+            await load_within_stall_limit(self.router, update, self.config.rollout.stall_timeout_s)
         except BaseException:
             self._one_at_a_time.release()
             raise

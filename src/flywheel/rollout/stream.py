@@ -51,6 +51,7 @@ from flywheel.rollout.group import EnvEpisode, episode_metrics, run_group
 from flywheel.rollout.router import EngineRouter
 from flywheel.timeline import Timeline
 from flywheel.types import Task
+from flywheel.weights.base import WeightUpdate
 
 Fate = Literal["trained", "stale", "invalid", "uninformative"]
 
@@ -58,6 +59,36 @@ Fate = Literal["trained", "stale", "invalid", "uninformative"]
 class NoProgress(RuntimeError):
     """The run trained nothing for rollout.stall_steps steps' worth of groups, or no group finished for
     rollout.stall_timeout_s seconds; the message is one sentence saying why."""
+
+
+async def within_stall_limit(awaitable, limit_s: float, downtime_s: Callable[[], float], stalled: Callable[[], str]):
+    """What ``awaitable`` returns; NoProgress(``stalled()``) once it has waited ``limit_s`` seconds, not counting
+    time with no live engine replica (``downtime_s``, a running total). Cancelled then, or when the caller is."""
+    task = asyncio.ensure_future(awaitable)
+    end = time.monotonic() + limit_s - downtime_s()
+    try:
+        while not task.done():
+            left = end + downtime_s() - time.monotonic()
+            if left <= 0:
+                raise NoProgress(stalled())
+            await asyncio.wait([task], timeout=left)
+        return task.result()
+    finally:
+        task.cancel()
+
+
+async def load_within_stall_limit(router: EngineRouter, update: WeightUpdate, limit_s: float) -> float:
+    """``router.load_weights(update)`` (the longest pause); NoProgress when the replicas have not loaded it
+    within ``limit_s`` seconds (rollout.stall_timeout_s; time with no live replica not counted)."""
+    return await within_stall_limit(
+        router.load_weights(update),
+        limit_s,
+        router.downtime_s,
+        lambda: (
+            f"the engines did not load weights version {update.version} in {limit_s:g} s: an engine that never answers; check the "
+            "engines' logs, or raise rollout.stall_timeout_s"
+        ),
+    )
 
 
 @dataclass
@@ -391,18 +422,16 @@ class RolloutStream:
     async def next_group(self) -> Group:
         """The next finished group; NoProgress when none finishes within rollout.stall_timeout_s seconds
         (not counting time with no live engine replica)."""
-        limit, downtime = self.config.rollout.stall_timeout_s, self.router.downtime_s
-        end = time.monotonic() + limit - downtime()
-        while True:
-            try:
-                item = await asyncio.wait_for(self.finished.get(), max(end + downtime() - time.monotonic(), 0.0))
-                break
-            except TimeoutError:
-                if end + downtime() - time.monotonic() <= 0:
-                    raise NoProgress(
-                        f"no group finished in {limit:g} s ({len(self.running)} running): an engine that never answers, or an environment "
-                        "that never returns; check the engines' logs, or raise rollout.stall_timeout_s"
-                    ) from None
+        limit = self.config.rollout.stall_timeout_s
+        item = await within_stall_limit(
+            self.finished.get(),
+            limit,
+            self.router.downtime_s,
+            lambda: (
+                f"no group finished in {limit:g} s ({len(self.running)} running): an engine that never answers, or an environment "
+                "that never returns; check the engines' logs, or raise rollout.stall_timeout_s"
+            ),
+        )
         if isinstance(item, BaseException):
             raise item
         self.queued.discard(item.position)
