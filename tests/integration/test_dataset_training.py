@@ -12,8 +12,8 @@ from transformers import AutoTokenizer
 from flywheel.config import load_config
 from flywheel.controller import train
 from flywheel.rewards.extraction import extract_answer
+from flywheel.rewards.graders import make_grader
 from flywheel.rewards.user_functions import load_function
-from flywheel.rewards.verifiers import numeric_reward
 from flywheel.rollout.stream import load_tasks, prompt_indices
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def test_word_problems_rewards_are_the_grader_plus_the_weighted_trl_functions(fr
     groups = [json.loads(line) for line in (run_dir / "rollouts.jsonl").read_text().splitlines()]
     trained = [g for g in groups if g["fate"] == "trained"]
     assert len(trained) == 2 * 8
-    graded = []
+    graded, numeric = [], make_grader("numeric", {})
     for group in trained:
         [index] = prompt_indices(len(tasks.train), group["position"], 1, config.run.seed)
         task = tasks.train[index]
@@ -66,7 +66,7 @@ def test_word_problems_rewards_are_the_grader_plus_the_weighted_trl_functions(fr
         for ids, reward in zip(group["token_ids"], group["rewards"]):
             text = tokenizer.decode(ids, skip_special_tokens=True)
             answer = extract_answer(text, "last_number")
-            grade = 0.0 if answer is None else numeric_reward(answer, task.answer)
+            grade = numeric(answer, task.answer, {})
             [accuracy] = solution_accuracy_reward([text], answer=[solution])
             assert abs(reward - (grade + 0.5 * accuracy + 0.1 * len(ids))) < 1e-6, (text, task.answer, reward)  # float32 rewards
             graded.append(grade)

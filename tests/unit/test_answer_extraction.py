@@ -23,6 +23,9 @@ GSM8K = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <
         (GSM8K, "gsm8k", "72"),
         ("#### 1,000\n", "gsm8k", "1000"),
         ("#### 5 then\n#### 6", "gsm8k", "6"),
+        ("#### 240 (10 h x $24/h)", "gsm8k", "240"),  # the first number of the line, not its last
+        ("#### $3/4 of a pie", "gsm8k", "3/4"),
+        ("#### none", "gsm8k", "none"),
         ("the answer is 72", "gsm8k", None),
         ("  72 \n", "whole", "72"),
         ("   ", "whole", None),

@@ -20,7 +20,51 @@ def test_numeric_tolerances():
 
 def test_math_verify_equivalence():
     grade = make_grader("math", {"timeout_s": 60.0})  # the first check imports math-verify in the worker: slow on a busy machine
-    assert [grade(r"\frac{1}{2}", "0.5", {}), grade("2/4", r"\frac{1}{2}", {}), grade("3", "0.5", {}), grade(None, "1", {})] == [1.0, 1.0, 0.0, 0.0]
+    assert [grade(r"\frac{1}{2}", "0.5", {}), grade("0.5", r"\frac{1}{2}", {}), grade("3", "0.5", {}), grade(None, "1", {})] == [1.0, 1.0, 0.0, 0.0]
+    assert grade(r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}", {}) == 1.0  # a symbolic reference: any form is compared
+
+
+# Written the way honest solutions write numbers (issue 33's list first): each is the reference's number.
+HONEST = [
+    ("\u221212", "-12"),
+    (r"\frac1{33}", r"\frac{1}{33}"),
+    (r"\displaystyle \frac{3}{4}", "0.75"),
+    (r"\mathbf{42}", "42"),
+    (r"\left( \frac{1}{2} \right)", "0.5"),
+    (r"0.\overline{3}", r"\frac{1}{3}"),
+    ("0.(142857)", "1/7"),
+    (r"0.1\dot{6}", "1/6"),
+    ("1,000", "1000"),
+    ("1{,}250", "1250"),
+    (r"18 \text{ dollars}", "18"),
+    (r"45^\circ", "45"),
+    (r"\$ 2.50", "2.5"),
+    ("\u20133", "-3"),
+]
+
+# Answers that are not a number in simplest form, each "equal" to the reference in some reading.
+UNEVALUATED = [
+    (r"16 + 16/2", "24"),  # the question's arithmetic, unevaluated
+    ("0+24", "24"),
+    ("20, 21, 22, 23, 24", "24"),  # candidates
+    (r"24 \text{ or } 25", "24"),
+    ("2*12", "24"),
+    (r"\frac{48}{2}", "24"),  # not reduced
+    ("x = 24", "24"),
+    (r"24 \approx 24.0", "24"),
+]
+
+
+@pytest.mark.parametrize(("answer", "reference"), HONEST)
+@pytest.mark.parametrize("name", ["numeric", "math"])
+def test_honest_notations_of_the_right_number_are_paid(name, answer, reference):
+    assert make_grader(name, {"timeout_s": 60.0} if name == "math" else {})(answer, reference, {}) == 1.0
+
+
+@pytest.mark.parametrize(("answer", "reference"), UNEVALUATED)
+@pytest.mark.parametrize("name", ["numeric", "math"])
+def test_an_answer_that_is_not_one_number_in_simplest_form_is_not_paid_for_a_number(name, answer, reference):
+    assert make_grader(name, {"timeout_s": 60.0} if name == "math" else {})(answer, reference, {}) == 0.0
 
 
 def test_code_runs_the_rows_hidden_tests_in_the_sandbox():

@@ -3,7 +3,8 @@ r"""The answer in a model's final message (or in a dataset's reference), by one 
     boxed        the content of the last \boxed{...} (braces balanced)
     tag          the content of the last <tag>...</tag> (tag configurable, e.g. answer)
     last_number  the last number written, thousands separators removed ("1,250" -> "1250")
-    gsm8k        what follows the last "####" (GSM8K's final line), thousands separators removed
+    gsm8k        the first number after the last "####" (GSM8K's final line: "#### 240 (10 h x $24/h)" is 240),
+                 thousands separators removed; the line's text when it has no number
     whole        the whole text
 
 Each result is stripped of surrounding whitespace; None when the rule finds nothing (an empty
@@ -40,10 +41,19 @@ def extract_answer(text: str, rule: Extraction, tag: str = "answer") -> str | No
         found = last_number_text(text)
     elif rule == "gsm8k":
         matches = _GSM8K.findall(text)
-        found = matches[-1].replace(",", "") if matches else None
+        found = gsm8k_number(matches[-1]) if matches else None
     elif rule == "whole":
         found = text
     else:
         raise ValueError(f"unknown answer extraction {rule!r}: use one of {', '.join(EXTRACTIONS)}")
     found = None if found is None else found.strip()
     return found or None
+
+
+_LEADING = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+
+
+def gsm8k_number(line: str) -> str:
+    """The first number of a "####" line (a fraction whole), thousands separators removed; else the line."""
+    m = _LEADING.search(line)
+    return line if m is None else m[0].replace(",", "")

@@ -1,8 +1,11 @@
 """Graders of a dataset task, by name: each maps (extracted answer, reference answer, the row's columns) to a reward.
 
     exact          1.0 when the answer is exactly the reference (rewards/exact.py)
-    numeric        1.0 when the answer's last number equals the reference's within rel_tol / abs_tol (rewards/verifiers.py)
+    numeric        1.0 when the answer is one number in simplest form equal to the reference within rel_tol / abs_tol
     math           1.0 when math-verify finds \\boxed{answer} equivalent to the reference within timeout_s (rewards/verifiers.py, a worker process)
+
+Both read honest notation first and apply one answer-form rule (rewards/answer_form.py): when the
+reference is a number, the answer must be a number in simplest form (``\\boxed{16 + 16/2}`` is not 24).
     code           the pass rate of the hidden tests in the row's cases column, run in the sandbox (rewards/code.py);
                    the function's name is in function_column, the cases ([args, expected] pairs) in cases_column
     judge          0.0 here: the LLM judge of the reward pipeline (reward.judge, which must be enabled) gives the score
@@ -22,12 +25,14 @@ import inspect
 import json
 from collections.abc import Callable
 from functools import cache
+from math import isclose
 from typing import Any
 
+from flywheel.rewards.answer_form import canonical, number_form_ok, number_value, simplest_number
 from flywheel.rewards.exact import exact_match_reward
 from flywheel.rewards.faults import UserFunctionBug, is_number, shown
 from flywheel.rewards.user_functions import load_function
-from flywheel.rewards.verifiers import MathVerifier, numeric_reward
+from flywheel.rewards.verifiers import MathVerifier, last_number
 
 Grader = Callable[[str | None, str, dict[str, Any]], float]
 
@@ -37,12 +42,26 @@ def exact() -> Grader:
 
 
 def numeric(rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> Grader:
-    return lambda answer, reference, columns: 0.0 if answer is None else numeric_reward(answer, reference, rel_tol, abs_tol)
+    def grade(answer: str | None, reference: str, columns: dict[str, Any]) -> float:
+        got = None if answer is None else number_value(canonical(answer))  # answer_form's rule: one number, simplest form
+        want = number_value(canonical(reference))
+        want = last_number(reference) if want is None else want
+        return float(got is not None and want is not None and isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol))
+
+    return grade
 
 
 def math(timeout_s: float = 5.0) -> Grader:
     verifier = _math_verifier(timeout_s)
-    return lambda answer, reference, columns: 0.0 if answer is None else verifier(f"\\boxed{{{answer}}}", reference)
+
+    def grade(answer: str | None, reference: str, columns: dict[str, Any]) -> float:
+        if answer is None or not number_form_ok(given := canonical(answer), reference):
+            return 0.0
+        given = given if simplest_number(given) else answer  # a symbolic answer keeps its spaces (\\sin x)
+        boxed = "$" in reference or "\\boxed" in reference  # math-verify reads LaTeX only inside delimiters or a box
+        return verifier(f"\\boxed{{{given}}}", reference if boxed else f"\\boxed{{{reference}}}")
+
+    return grade
 
 
 @cache

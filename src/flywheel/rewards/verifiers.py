@@ -1,4 +1,4 @@
-"""Answer verifiers beyond exact match: numeric tolerance, and math-verify equivalence.
+"""Answer verifiers beyond exact match: the last number of a text, and math-verify equivalence.
 
 math-verify's own time limits use SIGALRM, which works only in a process's main thread; here every
 check runs in a worker process of a small pool with the library's limits off, and the caller waits
@@ -8,7 +8,6 @@ pathological expression can neither hang the trainer nor leak a busy thread.
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 import re
 
@@ -30,14 +29,6 @@ def last_number(text: str) -> float | None:
         return float(found)
     except ValueError:
         return None
-
-
-def numeric_reward(completion: str, answer: str, rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> float:
-    """1.0 when the completion's last number equals the answer's within the tolerances, else 0.0."""
-    got, want = last_number(completion), last_number(answer)
-    if got is None or want is None:
-        return 0.0
-    return 1.0 if math.isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol) else 0.0
 
 
 def _equivalent(completion: str, answer: str) -> bool:
