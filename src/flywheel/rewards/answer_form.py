@@ -10,9 +10,8 @@ delimiters, the LaTeX spacing commands ``\,`` ``\;`` ``\!`` ``\ `` and one trail
 removed; a Unicode minus or dash is ``-``; ``\displaystyle``, ``\left``, ``\right`` and font commands
 (``\mathbf{..}``, ``\mathrm{..}``, ``\boldsymbol{..}``) are dropped; ``\frac12`` is ``\frac{1}{2}``;
 thousands separators (``1,000``, ``1{,}000``) go; a repeating decimal (``0.\overline{3}``,
-``0.(3)``, ``0.\dot{3}``) is its fraction in lowest terms; one pair of enclosing parentheses
-and a trailing unit in text mode
-(``18\text{ dollars}``), ``\%`` or a degree sign is dropped.
+``0.(3)``, ``0.\dot{3}``) is its fraction in lowest terms; one pair of enclosing parentheses and
+a trailing unit in text mode (``18\text{ dollars}``), ``\%`` or a degree sign are dropped.
 
 Accepted forms, after that:
 

@@ -3,13 +3,13 @@
     exact          1.0 when the answer is exactly the reference (rewards/exact.py)
     numeric        1.0 when the answer is one number in simplest form equal to the reference within rel_tol / abs_tol
     math           1.0 when math-verify finds \\boxed{answer} equivalent to the reference within timeout_s (rewards/verifiers.py, a worker process)
-
-Both read honest notation first and apply one answer-form rule (rewards/answer_form.py): when the
-reference is a number, the answer must be a number in simplest form (``\\boxed{16 + 16/2}`` is not 24).
     code           the pass rate of the hidden tests in the row's cases column, run in the sandbox (rewards/code.py);
                    the function's name is in function_column, the cases ([args, expected] pairs) in cases_column
     judge          0.0 here: the LLM judge of the reward pipeline (reward.judge, which must be enabled) gives the score
     module:function   your function ``fn(answer, reference, row) -> float``, row: every column but the prompt (``path/to/file.py:function`` too)
+
+numeric and math read honest notation first and apply one answer-form rule (rewards/answer_form.py): when the
+reference is a number, the answer must be a number in simplest form (``\\boxed{16 + 16/2}`` is not 24).
 
 An answer the extraction rule did not find (None) scores 0 under every grader but ``module:function``,
 which receives it as None. ``grader_args`` are the keyword arguments of the grader's factory below.
