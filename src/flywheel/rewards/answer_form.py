@@ -99,20 +99,25 @@ def simplest_number(answer: str) -> bool:
     """Whether the normalised ``answer`` is an integer, a decimal, or one fraction in lowest terms (module docstring)."""
     if _INTEGER.fullmatch(answer) or _DECIMAL.fullmatch(answer):
         return True
-    m = _FRACTION.fullmatch(answer)
-    if m is None:
+    parts = _fraction_parts(answer)
+    if parts is None:
         return False
-    sign, inner_sign, num, den = m[1], m[2] or m[5], m[3] or m[6], m[4] or m[7]
-    return not (sign and inner_sign) and int(den) >= 2 and math.gcd(int(num), int(den)) == 1
+    sign, inner_sign, num, den = parts
+    return not (sign and inner_sign) and den >= 2 and math.gcd(num, den) == 1
 
 
 def number_value(answer: str) -> float | None:
     """The value of a canonical ``answer`` that is a number in simplest form, else None."""
     if not simplest_number(answer):
         return None
-    m = _FRACTION.fullmatch(answer)
-    if m is None:
+    parts = _fraction_parts(answer)
+    if parts is None:
         return float(answer)
-    negative = bool(m[1]) != bool(m[2] or m[5])
-    value = int(m[3] or m[6]) / int(m[4] or m[7])
-    return -value if negative else value
+    sign, inner_sign, num, den = parts
+    return -num / den if sign != inner_sign else num / den
+
+
+def _fraction_parts(answer: str) -> tuple[bool, bool, int, int] | None:
+    """(a sign before it, a sign inside it, numerator, denominator) of one fraction (``a/b`` or ``\\frac{a}{b}``)."""
+    m = _FRACTION.fullmatch(answer)
+    return None if m is None else (bool(m[1]), bool(m[2] or m[5]), int(m[3] or m[6]), int(m[4] or m[7]))
