@@ -30,6 +30,12 @@ def slow_on_some_prompts(prompts, completions, **kwargs):
     return [0.0] * len(completions)
 
 
+def always_slow(completions, **kwargs):
+    """Sleeps 5 s, then 0.0 per completion: past any short time limit."""
+    time.sleep(5)
+    return [0.0] * len(completions)
+
+
 def returns_text(completions, **kwargs):
     """A bug: numbers as text."""
     return ["1.0"] * len(completions)

@@ -72,9 +72,11 @@ def train(config: ConfigLike = None, overrides: Overrides = ()) -> RunResult:
     """Runs training (``flywheel train``) in this process and returns the run's directory and metrics.
     ``run.supervise`` restarts a lost trainer rank as the command line does."""
     from flywheel.controller import train as run_loop
+    from flywheel.reward_check import check_at_start
     from flywheel.supervisor import supervise
 
     resolved = as_config(config, overrides)
+    check_at_start(resolved)
     run_dir = _off_the_event_loop(lambda: supervise(resolved) if resolved.run.supervise else run_loop(resolved))
     return RunResult(Path(run_dir), read_metrics(Path(run_dir) / "metrics.jsonl"))
 

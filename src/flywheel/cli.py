@@ -1,6 +1,7 @@
 """flywheel command line: ``flywheel train CONFIG [section.key=value ...]``,
 ``flywheel eval CONFIG --checkpoint PATH --k K [section.key=value ...]``, ``flywheel inspect RUN_DIR``,
-``flywheel replay RUN_DIR --step N``, ``flywheel dashboard RUNS_DIR [--port P] [--host H]``.
+``flywheel replay RUN_DIR --step N``, ``flywheel dashboard RUNS_DIR [--port P] [--host H]``,
+``flywheel check-reward CONFIG [--tasks N] [section.key=value ...]`` (exit 1 when an adversarial form earns reward).
 
 Exit codes: 0 the run finished; 1 every engine replica died and none may restart; 2 a config error or a
 machine that cannot give what the config asks (one sentence, nothing started), or a user function that returns
@@ -39,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--n", type=int, help="samples per task, n >= k, all used by pass@k (default k)")
     evaluate.add_argument("--engines", type=int, help="engine replicas (default rollout.engines)")
     evaluate.add_argument("--output", help="report path (default eval_k<K>.json in the checkpoint directory)")
+    check = commands.add_parser("check-reward", help="what the configured reward pays honest answers and adversarial completions of real tasks")
+    check.add_argument("config", help="YAML config file of the run (task, reward)")
+    check.add_argument("overrides", nargs="*", help="dotted overrides, e.g. reward.guards=[]")
+    check.add_argument("--tasks", type=int, default=16, help="tasks to build probes from (default 16)")
     inspect = commands.add_parser("inspect", help="a run on one screen: config changes, last metrics, alerts, slowest stages")
     inspect.add_argument("run_dir", help="run directory, e.g. runs/quickstart")
     replay = commands.add_parser("replay", help="recompute a step's loss and gradient norm from its rollout dump and checkpoint")
@@ -67,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         config = load_run_config(args.config, args.overrides)
         if args.command == "eval":
             return run_eval(config, args)
+        if args.command == "check-reward":
+            return run_check_reward(config, args.tasks)
     except ConfigError as exc:
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -117,6 +124,21 @@ def run_eval(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def run_check_reward(config: Config, tasks: int) -> int:
+    """``flywheel check-reward``: prints the report; 1 when an adversarial form earns reward."""
+    from flywheel.reward_check import check_reward
+    from flywheel.rewards.faults import UserFunctionBug
+    from flywheel.sandbox import SandboxUnavailable
+
+    try:
+        result = check_reward(config, tasks)
+    except (UserFunctionBug, SandboxUnavailable) as exc:
+        print(f"flywheel: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(result.report())
+    return EXIT_FAILED if result.paying else 0
+
+
 def run_dashboard(runs_dir: str, host: str, port: int) -> int:
     """Serves the dashboard until interrupted; 2 when RUNS_DIR is not a directory or the port cannot be bound."""
     from pathlib import Path
@@ -137,6 +159,7 @@ def run(config: Config) -> int:
     from flywheel.controller import RunStopped, TrainerLost, train
     from flywheel.monitor.run_dir import run_dir_problem
     from flywheel.preemption import Preempted
+    from flywheel.reward_check import check_at_start
     from flywheel.rewards.faults import UserFunctionBug
     from flywheel.rewards.pipeline import HackingStop
     from flywheel.rollout.router import NoEngineLeft
@@ -148,8 +171,9 @@ def run(config: Config) -> int:
         print(f"flywheel: error: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     try:
+        check_at_start(config)
         supervise(config) if config.run.supervise else train(config)
-    except (SandboxUnavailable, ClusterUnavailable, UserFunctionBug) as exc:  # what was asked cannot work: the user decides
+    except (ConfigError, SandboxUnavailable, ClusterUnavailable, UserFunctionBug) as exc:  # what was asked cannot work: the user decides
         print(f"flywheel: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except NoProgress as exc:

@@ -65,3 +65,9 @@ def solution_accuracy_reward(completions, answer, **kwargs):
     solutions = [text.split("####")[-1].strip().replace(",", "") for text in answer]
     guesses = [re.findall(r"-?\d+", completion) for completion in completions]
     return [1.0 if found and found[-1] == solution else 0.0 for found, solution in zip(guesses, solutions)]
+
+
+def answer_anywhere_reward(completions, answer, **kwargs):
+    """A reward a user writes first for GSM8K: 1 when the number after '####' appears anywhere in the completion
+    (it pays candidate lists: flywheel check-reward must say so)."""
+    return [1.0 if ref.rpartition("####")[2].strip() in completion else 0.0 for completion, ref in zip(completions, answer)]

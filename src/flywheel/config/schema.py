@@ -373,6 +373,14 @@ class RewardConfig(Section):
         "reference answers as the completions) and refuse the config, in one sentence, when one raises, times out or returns the wrong "
         "shape; 0: off.",
     )
+    check: Literal["warn", "stop", "off"] = Field(
+        "warn",
+        description="At the start of flywheel train, score honest answers and adversarial completions (candidate lists, hedges, echoes "
+        "of the question, unevaluated forms, padding, injections, empty answers) built from reward.check_tasks tasks with the configured "
+        "reward, as flywheel check-reward does: warn when an adversarial form earns reward, or stop before anything starts (exit 2); off: skip.",
+    )
+    check_tasks: int = Field(8, ge=1, description="Tasks whose probes reward.check scores at the start of a run.")
+    check_timeout_s: float = Field(60.0, gt=0, description="reward.check is abandoned, with a warning, when it takes longer than this.")
     judge: JudgeConfig = JudgeConfig()
     reward_model: RewardModelConfig = RewardModelConfig()
 

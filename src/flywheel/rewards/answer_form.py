@@ -108,13 +108,19 @@ def simplest_number(answer: str) -> bool:
 
 def number_value(answer: str) -> float | None:
     """The value of a canonical ``answer`` that is a number in simplest form, else None."""
+    exact = number_fraction(answer)
+    return None if exact is None else float(exact)
+
+
+def number_fraction(answer: str) -> Fraction | None:
+    """The exact value of a canonical ``answer`` that is a number in simplest form, else None."""
     if not simplest_number(answer):
         return None
     parts = _fraction_parts(answer)
     if parts is None:
-        return float(answer)
+        return Fraction(answer)
     sign, inner_sign, num, den = parts
-    return -num / den if sign != inner_sign else num / den
+    return Fraction(-num if sign != inner_sign else num, den)
 
 
 def _fraction_parts(answer: str) -> tuple[bool, bool, int, int] | None:
