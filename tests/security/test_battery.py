@@ -6,6 +6,7 @@ The last test closes the pool and checks that no process of any jail survives.
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import socket
 import threading
@@ -16,6 +17,7 @@ from textwrap import dedent
 from sandbox_procs import jail_namespaces, processes_in, stray_processes
 
 from flywheel.sandbox import Sandbox
+from flywheel.sandbox.core import SPARE_RESULT_LINES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -523,6 +525,38 @@ def test_duplicate_results_for_a_case_fail(sb):
     """
     report = sb.run_tests(dedent(code), "mul", CASES)
     assert [c.passed for c in report.cases] == [False, True, True]
+
+
+def test_junk_on_the_result_channel_costs_the_host_a_bounded_number_of_parses(sb, monkeypatch):
+    # Megabytes of empty records on the result pipe: the host parses a few lines past one per case, not a million.
+    code = """
+        import os
+        def mul(a, b):
+            os.write(3, b"{}\\n" * 1_000_000)
+            return a * b
+    """
+    parses = []
+    real_loads = json.loads
+    monkeypatch.setattr(json, "loads", lambda text, **k: parses.append(text == b"{}") or real_loads(text, **k))  # counts, parses as before
+    sb.run_tests(dedent(code), "mul", CASES)
+    assert 0 < sum(parses) <= len(CASES) + SPARE_RESULT_LINES
+
+
+def test_deeply_nested_results_are_refused_not_returned(sb):
+    # A forged record per case whose value nests 900 lists (json reads it; comparing or pickling it later would not).
+    code = """
+        import os, sys
+        frame = sys._getframe(0)
+        while frame and "tests" not in frame.f_locals:
+            frame = frame.f_back
+        nonce = frame.f_locals["tests"]["nonce"]
+        deep = "[" * 900 + "6" + "]" * 900
+        os.write(3, b"L\\n" + "".join(f'{{"nonce": "{nonce}", "case": {i}, "value": {deep}}}\\n' for i in range(3)).encode())
+        os._exit(0)
+    """
+    report = sb.run_tests(dedent(code), "mul", CASES)
+    assert report.passed == 0 and [c.output for c in report.cases] == [None, None, None]
+    assert all(c.error.startswith("no result") for c in report.cases)
 
 
 def test_monkeypatching_the_harness_fails(sb):

@@ -315,15 +315,26 @@ class Sandbox:
         return result, base64.b64decode(reply.get("result", ""))
 
 
+#: Deepest list/dict nesting a returned value may have: deeper ones are refused, not compared (the comparison, and
+#: whatever the caller does with the value, recurses once per level).
+MAX_RESULT_DEPTH = 100
+#: Lines of the result pipe read beyond one per case: forged or duplicated records before the real ones still count
+#: as forged (missing), and the rest of any junk is never parsed.
+SPARE_RESULT_LINES = 16
+
+
 def _parse_results(raw: bytes, nonce: str, count: int) -> dict[int, dict[str, Any]]:
     """Result records by case index, from the child's result pipe: after the loaded marker, one JSON object per
-    line carrying this execution's nonce, a case index, and a value or an error. A case reported more than once
-    counts as missing; anything malformed is ignored."""
+    line carrying this execution's nonce, a case index, and a value (at most ``MAX_RESULT_DEPTH`` deep) or an error
+    message. Only the first ``count + SPARE_RESULT_LINES`` lines are read (the child writes one per case), so junk
+    costs the host a bounded number of parses. A case reported more than once counts as missing; anything malformed
+    is ignored."""
     if not raw.startswith(_LOADED):
         return {}
     records: dict[int, dict[str, Any]] = {}
     duplicated: set[int] = set()
-    for line in raw[len(_LOADED) :].split(b"\n"):
+    lines = count + SPARE_RESULT_LINES
+    for line in raw[len(_LOADED) :].split(b"\n", lines)[:lines]:
         try:
             rec = json.loads(line)
         except (ValueError, RecursionError):
@@ -333,9 +344,21 @@ def _parse_results(raw: bytes, nonce: str, count: int) -> dict[int, dict[str, An
         case = rec.get("case")
         if type(case) is not int or not 0 <= case < count:
             continue
+        if not (isinstance(rec.get("error"), str) or _nested_within(rec.get("value"), MAX_RESULT_DEPTH)):
+            continue
         if case in records:
             duplicated.add(case)
         records[case] = rec
     for case in duplicated:
         del records[case]
     return records
+
+
+def _nested_within(value: Any, depth: int) -> bool:
+    """Whether ``value`` nests lists and dicts at most ``depth`` levels deep (walked without recursion)."""
+    level = [value]
+    for _ in range(depth + 1):
+        level = [x for v in level if isinstance(v, (list, dict)) for x in (v.values() if isinstance(v, dict) else v)]
+        if not level:
+            return True
+    return False
