@@ -54,3 +54,12 @@ def stray_processes(sb: Sandbox) -> list[int]:
         if len(waiting) <= 1 and not any(children[w] for w in waiting):
             ready.update([supervisor, *waiting])
     return [pid for pid in inside if pid not in ready]
+
+
+def supervisors(sb: Sandbox) -> list[int]:
+    """Host PIDs of the jails' supervisors: each zygote's child that has a child of its own (the execution, or the
+    child it keeps waiting for the next one)."""
+    zygotes = set(jail_namespaces(sb))
+    ppids = _ppids()
+    parents = set(ppids.values())
+    return [pid for pid, ppid in ppids.items() if ppid in zygotes and pid in parents]

@@ -5,16 +5,19 @@ The last test closes the pool and checks that no process of any jail survives.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import secrets
+import signal
 import socket
 import threading
 import time
 from pathlib import Path
 from textwrap import dedent
 
-from sandbox_procs import jail_namespaces, processes_in, stray_processes
+from sandbox_procs import jail_namespaces, processes_in, stray_processes, supervisors
 
 from flywheel.sandbox import Sandbox
 from flywheel.sandbox.core import SPARE_RESULT_LINES
@@ -557,6 +560,54 @@ def test_deeply_nested_results_are_refused_not_returned(sb):
     report = sb.run_tests(dedent(code), "mul", CASES)
     assert report.passed == 0 and [c.output for c in report.cases] == [None, None, None]
     assert all(c.error.startswith("no result") for c in report.cases)
+
+
+def test_a_descriptor_cannot_name_the_supervisor_for_its_signals(sb):
+    # F_SETOWN + F_SETSIG + O_ASYNC would have the kernel send SIGSTOP (or SIGIO, or SIGKILL) to the supervisor when a
+    # pipe becomes readable, with no kill call for seccomp to see; stopped, it let a 3.5 s solution pass a 2 s clock.
+    code = """
+        import fcntl, os, signal
+        r, w = os.pipe()
+        for command, value in ((fcntl.F_SETOWN, os.getppid()), (10, signal.SIGSTOP)):  # 10: F_SETSIG
+            try:
+                fcntl.fcntl(r, command, value)
+                print("allowed", command)
+            except PermissionError:
+                print("refused", command)
+        try:
+            fcntl.ioctl(r, 0x8901, os.getppid().to_bytes(4, "little"))  # FIOSETOWN
+            print("allowed ioctl")
+        except PermissionError:
+            print("refused ioctl")
+    """
+    assert run(sb, code).stdout == f"refused {fcntl.F_SETOWN}\nrefused 10\nrefused ioctl\n"
+
+
+def test_a_supervisor_stopped_from_outside_does_not_get_a_late_result_graded(sb):
+    # Whatever stops the supervisor (a route nobody named yet; here the host's SIGSTOP), the host's own clock decides:
+    # results that reach it after the wall timeout are never graded, and the worker is replaced.
+    code = """
+        import time
+        def mul(a, b):
+            time.sleep(0.4)
+            return a * b
+    """
+
+    def stop_the_supervisors() -> None:
+        time.sleep(0.3)
+        stopped = supervisors(sb)
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(sb.wall_timeout_s + 0.5)
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+
+    stopper = threading.Thread(target=stop_the_supervisors)
+    stopper.start()
+    report = sb.run_tests(dedent(code), "mul", CASES)
+    stopper.join()
+    assert report.passed == 0 and report.execution.timed_out, report
+    assert sb.run_tests(dedent(code), "mul", CASES).passed == 3  # the replaced worker grades the next one
 
 
 def test_monkeypatching_the_harness_fails(sb):

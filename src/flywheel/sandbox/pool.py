@@ -22,7 +22,8 @@ from flywheel.sandbox import wire
 from flywheel.sandbox.jail import HOST_ENV
 
 _START_TIMEOUT_S = 30.0
-_REPLY_GRACE_S = 10.0  # beyond the wall timeout: kill, reap and wipe inside the zygote
+_REPLY_GRACE_S = 3.0  # beyond the wall timeout: the supervisor's kill and reap; past it the host kills the worker
+_LATE_S = 0.5  # a reply later than the wall timeout plus this (host clock) is a timeout: its results are never graded
 _CLEAN_TIMEOUT_S = 10.0  # for the zygote's "clean" frame after a reply
 
 
@@ -41,6 +42,7 @@ class Worker:
     ) -> None:
         self._cleanup = cleanup
         self.unconfirmed = False
+        self.late = False  # it answered past the wall timeout (request): replaced, never reused
         try:
             self.process = subprocess.Popen(
                 command,
@@ -75,11 +77,12 @@ class Worker:
     def request(self, req: dict[str, Any], args: bytes | None) -> dict[str, Any]:
         """Send one execution (and its call arguments, in a separate frame) and wait for the reply. The zygote's
         word that the execution left the worker clean follows: ``confirm_clean`` reads it."""
+        sent = time.monotonic()
         try:
             wire.send_json(self.process.stdin.fileno(), req)
             if args is not None:
                 wire.send(self.process.stdin.fileno(), args)
-            reply = wire.recv(self.process.stdout.fileno(), time.monotonic() + req["wall_timeout_s"] + _REPLY_GRACE_S)
+            reply = wire.recv(self.process.stdout.fileno(), sent + req["wall_timeout_s"] + _REPLY_GRACE_S)
         except (OSError, ValueError, TimeoutError, EOFError) as exc:
             raise WorkerLost(f"{type(exc).__name__}: {exc}") from exc
         if reply is None:
@@ -88,6 +91,9 @@ class Worker:
         if "error" in out:
             raise WorkerLost(f"the zygote failed: {out['error']}")
         self.unconfirmed = True
+        if time.monotonic() - sent > req["wall_timeout_s"] + _LATE_S:  # its supervisor was stopped or starved
+            self.late = True
+            out.update(timed_out=True, result="")
         return out
 
     def confirm_clean(self) -> bool:
@@ -203,7 +209,10 @@ class Pool:
         except WorkerLost:
             self._replace(worker)
             raise
-        self._idle.put(worker)
+        if worker.late:  # a supervisor that answers late is not trusted with another execution
+            self._replace(worker)
+        else:
+            self._idle.put(worker)
         return reply
 
     def _replace(self, worker: Worker) -> None:

@@ -11,6 +11,8 @@ Policy (default allow, a deny list of kernel-attack-surface and escape syscalls)
   jail's IPC namespace);
 - clone3 fails with ENOSYS (its flags live in memory a filter cannot read; libc then falls back to clone);
 - socket() is allowed for AF_UNIX only (EAFNOSUPPORT otherwise);
+- descriptors cannot name a process to signal when they are ready (fcntl F_SETOWN, F_SETOWN_EX, F_SETSIG; ioctl
+  FIOSETOWN, SIOCSPGRP fail with EPERM): the kernel would deliver SIGIO, or any signal, to the supervisor for them;
 - kill(-1, ...) and kill(1, ...) fail with EPERM (no signalling every process, nor the zygote / host init), and
   so do kill, tkill, tgkill, rt_sigqueueinfo and rt_tgsigqueueinfo aimed at 1 or at the ``guard`` PID (the
   execution's supervisor); pidfd_send_signal fails with EPERM (a /proc/<pid> directory is a pidfd too);
@@ -56,6 +58,11 @@ _SELF_ONLY = (
     "move_pages",
 )  # first argument: a PID
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
+# Commands that make the kernel signal a chosen process when a descriptor is ready (SIGIO or any F_SETSIG signal):
+# fcntl F_SETOWN, F_SETSIG, F_SETOWN_EX; ioctl FIOSETOWN, SIOCSPGRP. No kill call is made, so the signal rules
+# below would never see one aimed at the supervisor.
+_SIGNAL_OWNER_FCNTL = (8, 10, 15)
+_SIGNAL_OWNER_IOCTL = (0x8901, 0x8902)
 
 _AF_UNIX = 1
 _NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
@@ -132,6 +139,8 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
             "uselib": 134,
             "socket": 41,
             "clone": 56,
+            "fcntl": 72,
+            "ioctl": 16,
             "clone3": 435,
             "kill": 62,
             "pidfd_send_signal": 424,
@@ -206,6 +215,8 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
             "mq_open": 180,
             "socket": 198,
             "clone": 220,
+            "fcntl": 25,
+            "ioctl": 29,
             "clone3": 435,
             "kill": 129,
             "pidfd_send_signal": 424,
@@ -291,6 +302,11 @@ def build_filter(machine: str | None = None, guard: int = _GUARD) -> bytes:
             _insn(_RET_K, _RET_ALLOW),
             _insn(_RET_K, eperm),
         ]
+    for name, commands in (("fcntl", _SIGNAL_OWNER_FCNTL), ("ioctl", _SIGNAL_OWNER_IOCTL)):  # (fd, command, ...)
+        prog += [_insn(_JEQ_K, nr[name], jf=2 + 2 * len(commands)), _insn(_LD_W_ABS, _OFF_ARG1_LOW)]
+        for command in commands:
+            prog += [_insn(_JEQ_K, command, jf=1), _insn(_RET_K, eperm)]
+        prog.append(_insn(_RET_K, _RET_ALLOW))
     for name, which in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):  # (which, who, ...)
         prog += [
             _insn(_JEQ_K, nr[name], jf=6),

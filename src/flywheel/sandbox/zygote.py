@@ -391,8 +391,9 @@ def _supervise(req: dict, pid: int, pipes: _Pipes, streams: _Streams, args: byte
     try:
         while (remaining := deadline - time.monotonic()) > 0:
             events = poller.poll(remaining * 1000)
-            if any(fd == pidfd for fd, _ in events):
-                return False, time.monotonic()
+            if any(fd == pidfd for fd, _ in events):  # an exit seen after the deadline (this process was stopped) is late
+                end = time.monotonic()
+                return end > deadline, end
             for fd, _ in events:
                 if fd in readers:
                     chunk = os.read(fd, _CHUNK)
