@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from pathlib import Path
 
 from flywheel.config import Config, ConfigError, RewardFunctionConfig, TaskConfig, load_config
-from flywheel.envs.dataset import dataset_problem, function_check_problem, long_prompt_problem
+from flywheel.envs.dataset import code_grader_args, dataset_problem, dataset_tasks, function_check_problem, long_prompt_problem, shown_test_rows
 from flywheel.envs.registry import env_factory, known_envs
 from flywheel.rewards.guards import default_guards
 from flywheel.rewards.user_functions import load_function
@@ -28,6 +29,8 @@ def check_config(config: Config) -> Config:
         kwargs = config.task.env_kwargs()
         if problem := long_prompt_problem(config.model.path, config.rollout.max_new_tokens, long_prompts_mode=config.task.long_prompts, **kwargs):
             raise ConfigError(problem)
+    if warning := shown_tests_warning(config.task):
+        print(f"flywheel: warning: {warning}", file=sys.stderr)
     if config.reward.check_rows:
         if config.task.dataset is None:
             raise ConfigError("reward.check_rows needs task.dataset (the rows it calls the functions on); set it to 0")
@@ -35,6 +38,22 @@ def check_config(config: Config) -> Config:
         if problem := function_check_problem(r.check_rows, [f.name for f in r.functions], r.function_timeout_s, **config.task.env_kwargs()):
             raise ConfigError(problem)
     return config
+
+
+def shown_tests_warning(task: TaskConfig) -> str | None:
+    """The risk a code dataset that shows its tests runs with ``task.grader_args.shown_tests: allow``, in one sentence."""
+    args = code_grader_args(task.grader, task.grader_args) if task.dataset is not None else None
+    if not args or args["shown_tests"] != "allow" or args["reference_column"] is not None:
+        return None
+    kwargs = task.env_kwargs()
+    tasks = dataset_tasks(task.dataset, "task.dataset", task.prompt_column, task.answer_column, task.reference_extraction, kwargs["answer_tag"])
+    rows = shown_test_rows(tasks, args)
+    if not rows:
+        return None
+    return (
+        f"{len(rows)} of {len(tasks)} rows of task.dataset show every test case in their prompt and are graded on exactly those "
+        "(task.grader_args.shown_tests is allow): a function fitted to the shown cases scores 1.0 there"
+    )
 
 
 def task_problem(task: TaskConfig) -> str | None:

@@ -24,6 +24,7 @@ A row whose rendered prompt leaves less than ``rollout.max_new_tokens`` of the m
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import random
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from flywheel.envs.base import StepResult, Task, final
 from flywheel.envs.dataset_files import DatasetFileError, column_names, read_rows
 from flywheel.envs.episode import Renderer
 from flywheel.envs.registry import register_env
+from flywheel.rewards.code_cases import shown_cases
 from flywheel.rewards.extraction import Extraction, extract_answer
 from flywheel.rewards.faults import RewardFault, UserFunctionBug
 from flywheel.rewards.graders import GRADERS, Grader, grader_problem, make_grader, needed_columns
@@ -186,10 +188,38 @@ def dataset_problem(
             if column not in columns:
                 return f"{setting} '{column}' is not a column of {key} '{path}' (its columns: {', '.join(columns)}); set {setting} to one of them"
         try:
-            dataset_tasks(path, key, prompt_column, answer_column, reference_extraction, answer_tag)
+            tasks = dataset_tasks(path, key, prompt_column, answer_column, reference_extraction, answer_tag)
         except DatasetFileError as error:
             return str(error)
+        args = code_grader_args(grader, grader_args or {})
+        if args and args["reference_column"] is None and args["shown_tests"] == "refuse" and (rows := shown_test_rows(tasks, args)):
+            return (
+                f"{key} '{path}' row {rows[0]} (and {len(rows) - 1} more) shows every test case in its prompt, so the code grader would pay a "
+                "function fitted to them; give a reference solution column (task.grader_args.reference_column) to grade on hidden cases, or set "
+                "task.grader_args.shown_tests=allow to train on the shown tests anyway"
+            )
     return None
+
+
+def code_grader_args(grader: str, grader_args: dict[str, Any]) -> dict[str, Any] | None:
+    """Every argument of the ``code`` grader, defaults filled in; None for another grader."""
+    if grader != "code":
+        return None
+    bound = inspect.signature(GRADERS["code"]).bind(**grader_args)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def shown_test_rows(tasks: Sequence[Task], args: dict[str, Any]) -> list[int]:
+    """Row numbers (1-based) whose prompt shows every one of their code cases (rewards/code_cases.py)."""
+    rows = []
+    for number, task in enumerate(tasks, 1):
+        columns = task.metadata["columns"]
+        cases = columns.get(args["cases_column"])
+        cases = json.loads(cases) if isinstance(cases, str) else cases
+        if isinstance(cases, list) and cases and all(shown_cases(task.prompt, str(columns.get(args["function_column"])), cases)):
+            rows.append(number)
+    return rows
 
 
 def prompt_room(model_path: str, max_new_tokens: int) -> int | None:

@@ -4,7 +4,11 @@
     numeric        1.0 when the answer is one number in simplest form equal to the reference within rel_tol / abs_tol
     math           1.0 when math-verify finds \\boxed{answer} equivalent to the reference within timeout_s (rewards/verifiers.py, a worker process)
     code           the pass rate of the hidden tests in the row's cases column, run in the sandbox (rewards/code.py);
-                   the function's name is in function_column, the cases ([args, expected] pairs) in cases_column
+                   the function's name is in function_column, the cases ([args, expected] pairs) in cases_column;
+                   with reference_column (a reference solution's source), the pass rate of hidden_cases cases
+                   nobody was shown instead: inputs mutated from the row's, answers from the reference
+                   (rewards/code_cases.py). A row whose prompt shows every one of its cases is refused at load
+                   without reference_column, unless shown_tests is 'allow'
     judge          0.0 here: the LLM judge of the reward pipeline (reward.judge, which must be enabled) gives the score
     module:function   your function ``fn(answer, reference, row) -> float``, row: every column but the prompt (``path/to/file.py:function`` too)
 
@@ -26,7 +30,7 @@ import json
 from collections.abc import Callable
 from functools import cache
 from math import isclose
-from typing import Any
+from typing import Any, Literal
 
 from flywheel.rewards.answer_form import canonical, number_form_ok, number_value, simplest_number
 from flywheel.rewards.exact import exact_match_reward
@@ -72,12 +76,30 @@ def _math_verifier(timeout_s: float) -> MathVerifier:
     return verifier
 
 
-def code(function_column: str = "function", cases_column: str = "cases", sandbox_cgroup: str = "required") -> Grader:
+def code(
+    function_column: str = "function",
+    cases_column: str = "cases",
+    sandbox_cgroup: str = "required",
+    reference_column: str | None = None,
+    hidden_cases: int = 16,
+    shown_tests: Literal["refuse", "allow"] = "refuse",
+) -> Grader:
     from flywheel.rewards.code import hidden_tests_reward, shared_sandbox
+    from flywheel.rewards.code_cases import hidden_cases as made_cases
+
+    if shown_tests not in ("refuse", "allow") or hidden_cases < 1:
+        raise TypeError(f"shown_tests must be 'refuse' or 'allow' and hidden_cases at least 1, got {shown_tests!r} and {hidden_cases}")
+    made: dict[str, list] = {}  # hidden cases by row (its reference, function and cases), made once per process
 
     def grade(answer: str | None, reference: str, columns: dict[str, Any]) -> float:
         cases = columns[cases_column]
         cases = json.loads(cases) if isinstance(cases, str) else cases  # a CSV cell holds JSON text
+        if reference_column is not None:
+            row = json.dumps([columns[reference_column], columns[function_column], cases])
+            if row not in made:
+                sandbox = shared_sandbox(sandbox_cgroup)
+                made[row] = made_cases(sandbox, columns[reference_column], columns[function_column], cases, hidden_cases, reference_column)
+            cases = made[row]
         return 0.0 if answer is None else hidden_tests_reward(shared_sandbox(sandbox_cgroup), answer, columns[function_column], cases)[0]
 
     return grade
@@ -111,7 +133,7 @@ def needed_columns(name: str, args: dict[str, Any]) -> list[str]:
         return []
     bound = inspect.signature(code).bind(**args)
     bound.apply_defaults()
-    return [bound.arguments["function_column"], bound.arguments["cases_column"]]
+    return [bound.arguments[key] for key in ("function_column", "cases_column", "reference_column") if bound.arguments[key] is not None]
 
 
 def grader_problem(name: str, args: dict[str, Any]) -> str | None:
@@ -128,6 +150,8 @@ def grader_problem(name: str, args: dict[str, Any]) -> str | None:
         return None
     try:
         inspect.signature(GRADERS[name]).bind(**args)
+        if name == "code":
+            code(**args)
     except TypeError as error:
         return f"task.grader_args do not fit grader {name!r}: {error}"
     return None
