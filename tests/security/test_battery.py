@@ -610,6 +610,86 @@ def test_a_supervisor_stopped_from_outside_does_not_get_a_late_result_graded(sb)
     assert sb.run_tests(dedent(code), "mul", CASES).passed == 3  # the replaced worker grades the next one
 
 
+def test_system_calls_off_the_allow_list_fail_as_if_the_kernel_had_none(sb):
+    # memfd_secret, cachestat, statmount, listmount, mseal, and a number no kernel has yet: ENOSYS, never the kernel
+    code = """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        for nr in (447, 451, 457, 458, 462, 999):
+            print(nr, libc.syscall(nr, 0, 0, 0, 0, 0), ctypes.get_errno())
+    """
+    assert run(sb, code).stdout.split("\n")[:-1] == [f"{nr} -1 38" for nr in (447, 451, 457, 458, 462, 999)]
+
+
+def test_page_cache_sync_lock_notification_and_dumpable_calls_are_refused(sb):
+    code = """
+        import ctypes, fcntl, mmap, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        shared = os.open("/usr/lib/os-release" if os.path.exists("/usr/lib/os-release") else "/etc/hostname", os.O_RDONLY)
+        def errno_of(call):
+            try:
+                call()
+                return 0
+            except OSError as e:
+                return e.errno
+        print("fadvise", errno_of(lambda: os.posix_fadvise(shared, 0, 0, os.POSIX_FADV_DONTNEED)))
+        print("flock", errno_of(lambda: fcntl.flock(shared, fcntl.LOCK_EX)))
+        m = mmap.mmap(-1, 4096)
+        vec = ctypes.create_string_buffer(1)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        print("mincore", libc.mincore(ctypes.c_void_p(address), 4096, vec), ctypes.get_errno())
+        for name, nr in (("sync", 162), ("syncfs", 306), ("inotify_init1", 294), ("fanotify_init", 300)):
+            print(name, libc.syscall(nr, 0, 0), ctypes.get_errno())
+        print("dumpable", libc.prctl(4, 1, 0, 0, 0), ctypes.get_errno())
+        print("oom", errno_of(lambda: open("/proc/self/oom_score_adj", "w").write("0")))
+    """
+    lines = run(sb, code).stdout.splitlines()
+    assert lines == [
+        "fadvise 1", "flock 1", "mincore -1 1", "sync -1 1", "syncfs -1 1", "inotify_init1 -1 1", "fanotify_init -1 1", "dumpable -1 1",
+        "oom 13",
+    ], lines  # fmt: skip
+
+
+def test_the_standard_library_still_works_under_the_allow_list(sb):
+    # An honest program touching what solutions use: threads, a subprocess, files and copies in /tmp, sqlite, asyncio,
+    # sockets between its own processes, select, time, randomness, hashing, compression, decimal, regex.
+    code = """
+        import asyncio, decimal, hashlib, json, os, random, re, select, shutil, socket, sqlite3, subprocess, sys
+        import tempfile, threading, time, zlib
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(4) as pool:
+            assert list(pool.map(lambda x: x * x, range(8))) == [x * x for x in range(8)]
+        out = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True, timeout=20)
+        assert out.stdout == "42\\n", out
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "a.txt")
+            with open(path, "w") as f:
+                f.write("x" * 1000)
+            shutil.copy2(path, path + ".bak")
+            os.utime(path, None)
+            db = sqlite3.connect(os.path.join(d, "t.db"))
+            db.execute("create table t (x)")
+            db.executemany("insert into t values (?)", [(i,) for i in range(100)])
+            db.commit()
+            assert db.execute("select sum(x) from t").fetchone() == (4950,)
+        async def main():
+            await asyncio.sleep(0.01)
+            proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+            return await proc.wait()
+        assert asyncio.run(main()) == 0
+        a, b = socket.socketpair()
+        a.sendall(b"ping")
+        assert select.select([b], [], [], 1)[0] and b.recv(4) == b"ping"
+        time.sleep(0.01)
+        assert len(os.urandom(16)) == 16 and random.SystemRandom().random() < 1
+        assert hashlib.sha256(b"x").hexdigest() and zlib.decompress(zlib.compress(b"y" * 100)) == b"y" * 100
+        assert decimal.Decimal("1.1") + decimal.Decimal("2.2") == decimal.Decimal("3.3") and re.fullmatch(r"a+", "aaa")
+        print("ok", json.dumps([os.getpid() > 0, threading.active_count()]))
+    """
+    r = run(sb, code)
+    assert r.stdout.startswith("ok") and r.exit_code == 0, (r.stdout, r.stderr)
+
+
 def test_monkeypatching_the_harness_fails(sb):
     code = """
         import builtins, json, os, sys
