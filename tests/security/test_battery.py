@@ -690,6 +690,25 @@ def test_the_standard_library_still_works_under_the_allow_list(sb):
     assert r.stdout.startswith("ok") and r.exit_code == 0, (r.stdout, r.stderr)
 
 
+def test_the_execution_cannot_reopen_its_channels_to_read_them_before_its_supervisor(sb):
+    # A pipe's end reopens through /proc/self/fd for reading: the execution could read its own output (or hidden
+    # arguments on their way) before the supervisor, or leave the supervisor blocked on an emptied pipe.
+    code = """
+        import os
+        for fd in range(5):
+            for mode in (os.O_RDONLY, os.O_WRONLY):
+                try:
+                    os.close(os.open(f"/proc/self/fd/{fd}", mode))
+                    print(fd, mode, "reopened")
+                except OSError as e:
+                    print(fd, mode, e.errno)
+        def mul(a, b):
+            return a * b
+    """
+    report = sb.run_tests(dedent(code), "mul", CASES)
+    assert report.passed == 3 and report.execution.stdout.split("\n")[:-1] == [f"{fd} {mode} 6" for fd in range(5) for mode in (0, 1)]
+
+
 def test_monkeypatching_the_harness_fails(sb):
     code = """
         import builtins, json, os, sys

@@ -54,6 +54,7 @@ import secrets
 import select
 import shutil
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -281,11 +282,22 @@ def _own_state() -> tuple:
     )
 
 
+def _channel() -> tuple[int, int]:
+    """(read end, write end) of a one-way stream, as ``os.pipe`` gives, but a socket pair: a pipe's end can be
+    reopened through /proc/self/fd, for reading the execution's own output before its supervisor does (or stalling
+    the supervisor on a read), while opening a socket's /proc link fails (ENXIO)."""
+    reader, writer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    reader.shutdown(socket.SHUT_WR)
+    writer.shutdown(socket.SHUT_RD)
+    return reader.detach(), writer.detach()
+
+
 class _Pipes:
-    """The pipes of one execution, each end closed exactly once; "request" carries the request to the child."""
+    """The one-way channels of one execution (``_channel``), each end closed exactly once; "request" carries the
+    request to the child."""
 
     def __init__(self) -> None:
-        self.ends = {name: os.pipe() for name in ("stdin", "stdout", "stderr", "result", "args", "request")}
+        self.ends = {name: _channel() for name in ("stdin", "stdout", "stderr", "result", "args", "request")}
         self.open = {fd for pair in self.ends.values() for fd in pair}
 
     def child_fds(self, tests: bool = True) -> list[int]:
