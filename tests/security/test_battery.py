@@ -709,6 +709,32 @@ def test_the_execution_cannot_reopen_its_channels_to_read_them_before_its_superv
     assert report.passed == 3 and report.execution.stdout.split("\n")[:-1] == [f"{fd} {mode} 6" for fd in range(5) for mode in (0, 1)]
 
 
+def test_cpu_time_is_limited_for_the_execution_as_a_whole():
+    # Three children spinning 0.6 s each stay under the per-process CPU limit (1 s) and the wall clock (20 s: a loaded
+    # machine must not end it first); together they spend 1.8 s of CPU, past the execution's 1 s, so the supervisor
+    # ends the execution before it prints.
+    code = """
+        import os, time
+        def spin(seconds):
+            end = time.process_time() + seconds
+            while time.process_time() < end:
+                pass
+        kids = []
+        for _ in range(3):
+            pid = os.fork()
+            if pid == 0:
+                spin(0.6)
+                os._exit(0)
+            kids.append(pid)
+        for pid in kids:
+            os.waitpid(pid, 0)
+        print("done")
+    """
+    with Sandbox(workers=1, cpu_seconds=1, memory_mb=256, wall_timeout_s=20.0, processes=16) as sb:
+        r = run(sb, code)
+    assert r.timed_out and r.stdout == "" and r.wall_s < sb.wall_timeout_s, r
+
+
 def test_monkeypatching_the_harness_fails(sb):
     code = """
         import builtins, json, os, sys

@@ -31,7 +31,7 @@ class SandboxResult:
     stdout: str
     stderr: str
     exit_code: int | None  # negative: killed by that signal; None: the worker was lost (see error)
-    timed_out: bool  # wall-clock timeout
+    timed_out: bool  # the wall clock, or the CPU time of the execution's processes together, ran out
     stdout_truncated: bool
     stderr_truncated: bool
     wall_s: float

@@ -73,6 +73,8 @@ _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
 _EOF = 100  # a supervisor's exit code when the request pipe is closed
+_TICKS = os.sysconf("SC_CLK_TCK")
+_CPU_CHECK_S = 0.1  # how often the supervisor sums the execution's CPU time while nothing else happens
 _ROOT_MODE = 0o755
 _LOADED = b"L\n"  # first bytes a test child writes on its result pipe, once the candidate code has run
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -383,10 +385,33 @@ class _Streams:
         return out
 
 
+def _execution_cpu(supervisor: int) -> float:
+    """CPU seconds of every process descending from the supervisor, with what each reaped: an orphan comes to the
+    supervisor (a subreaper), which reaps it only once the execution is over, so it stays counted as a zombie."""
+    parents, spent = {}, {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(name)] = int(fields[1])
+            spent[int(name)] = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    total, frontier = 0, [supervisor]
+    while frontier:
+        frontier = [pid for pid, parent in parents.items() if parent in frontier]
+        total += sum(spent[pid] for pid in frontier)
+    return total / _TICKS
+
+
 def _supervise(req: dict, pid: int, pipes: _Pipes, streams: _Streams, args: bytearray | None, start: float) -> tuple[bool, float]:
     """Relay stdin (and the args once the child reports its code has run), collect capped outputs until the child
-    exits, the wall clock runs out, or the output floods. Returns (timed_out, end time)."""
+    exits, the wall clock or the execution's CPU time (all its processes together, ``_execution_cpu``, checked every
+    ``_CPU_CHECK_S``) runs out, or the output floods. Returns (timed_out, end time)."""
     deadline = start + float(req["wall_timeout_s"])
+    me, cpu_limit = os.getpid(), float(req["limits"]["cpu_seconds"])
+    cpu_start, cpu_check = _execution_cpu(me), start + _CPU_CHECK_S
     e = pipes.ends
     args_fd = e["args"][1] if args is not None else None
     readers = {e[name][0]: name for name in streams.data}
@@ -402,7 +427,11 @@ def _supervise(req: dict, pid: int, pipes: _Pipes, streams: _Streams, args: byte
     poller.register(e["stdin"][1], select.POLLOUT)
     try:
         while (remaining := deadline - time.monotonic()) > 0:
-            events = poller.poll(remaining * 1000)
+            events = poller.poll(max(0.0, min(remaining, cpu_check - time.monotonic())) * 1000)
+            if (now := time.monotonic()) >= cpu_check:
+                if _execution_cpu(me) - cpu_start > cpu_limit:
+                    return True, now
+                cpu_check = now + _CPU_CHECK_S
             if any(fd == pidfd for fd, _ in events):  # an exit seen after the deadline (this process was stopped) is late
                 end = time.monotonic()
                 return end > deadline, end
