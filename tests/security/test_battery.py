@@ -735,6 +735,22 @@ def test_cpu_time_is_limited_for_the_execution_as_a_whole():
     assert r.timed_out and r.stdout == "" and r.wall_s < sb.wall_timeout_s, r
 
 
+def test_inode_flags_that_would_survive_the_wipe_cannot_be_set(sb):
+    # FS_NODUMP_FL / FS_NOATIME_FL on the private roots themselves (the wipe empties them, it does not remake them)
+    code = """
+        import fcntl, os, struct
+        for root in ("/tmp", "/dev/shm"):
+            fd = os.open(root, os.O_RDONLY)
+            for command in (0x40086602, 0x401C5820):  # FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR
+                try:
+                    fcntl.ioctl(fd, command, struct.pack("q", 0x40) if command == 0x40086602 else bytes(28))
+                    print(root, "set")
+                except OSError as e:
+                    print(root, e.errno)
+    """
+    assert run(sb, code).stdout == "/tmp 1\n/tmp 1\n/dev/shm 1\n/dev/shm 1\n"
+
+
 def test_monkeypatching_the_harness_fails(sb):
     code = """
         import builtins, json, os, sys

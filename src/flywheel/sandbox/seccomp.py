@@ -14,6 +14,7 @@ included, fails with ENOSYS, as on a kernel without it, so libc and CPython fall
 - socket() is allowed for AF_UNIX only (EAFNOSUPPORT otherwise);
 - descriptors cannot name a process to signal when they are ready (fcntl F_SETOWN, F_SETOWN_EX, F_SETSIG; ioctl
   FIOSETOWN, SIOCSPGRP fail with EPERM): the kernel would deliver SIGIO, or any signal, to the supervisor for them;
+- inode flags cannot be set (ioctl FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR fail with EPERM): they would survive the wipe;
 - kill(-1, ...) and kill(1, ...) fail with EPERM (no signalling every process, nor the zygote / host init), and
   so do kill, tkill, tgkill, rt_sigqueueinfo and rt_tgsigqueueinfo aimed at 1 or at the ``guard`` PID (the
   execution's supervisor); pidfd_send_signal fails with EPERM (a /proc/<pid> directory is a pidfd too);
@@ -67,7 +68,9 @@ _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 # fcntl F_SETOWN, F_SETSIG, F_SETOWN_EX; ioctl FIOSETOWN, SIOCSPGRP. No kill call is made, so the signal rules
 # below would never see one aimed at the supervisor.
 _SIGNAL_OWNER_FCNTL = (8, 10, 15)
-_SIGNAL_OWNER_IOCTL = (0x8901, 0x8902)
+# ioctl commands refused: FIOSETOWN, SIOCSPGRP (above), and inode flags (FS_IOC_SETFLAGS, its 32-bit form,
+# FS_IOC_FSSETXATTR), which would survive the wipe of the worker's private roots.
+_REFUSED_IOCTL = (0x8901, 0x8902, 0x40086602, 0x40046602, 0x401C5820)
 
 _AF_UNIX = 1
 _NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
@@ -714,7 +717,7 @@ def build_filter(machine: str | None = None, guard: int = _GUARD) -> bytes:
             _insn(_RET_K, _RET_ALLOW),
             _insn(_RET_K, eperm),
         ]
-    for name, commands in (("fcntl", _SIGNAL_OWNER_FCNTL), ("ioctl", _SIGNAL_OWNER_IOCTL)):  # (fd, command, ...)
+    for name, commands in (("fcntl", _SIGNAL_OWNER_FCNTL), ("ioctl", _REFUSED_IOCTL)):  # (fd, command, ...)
         prog += [_insn(_JEQ_K, nr[name], jf=2 + 2 * len(commands)), _insn(_LD_W_ABS, _OFF_ARG1_LOW)]
         for command in commands:
             prog += [_insn(_JEQ_K, command, jf=1), _insn(_RET_K, eperm)]
