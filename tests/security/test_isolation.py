@@ -71,7 +71,37 @@ def test_jailed_processes_are_an_unprivileged_host_uid(sb):
     uids = {pid: int(st["Uid"].split()[0]) for pid, st in seen.items() if "Uid" in st}
     assert len(uids) >= 4 and 0 not in uids.values(), uids  # bwrap, zygote, supervisor, the execution
     in_jail = {st["NSpid"].split()[-1]: pid for pid, st in seen.items() if "NSpid" in st}
-    assert uids[in_jail[r.stdout.strip()]] == sb.protections["host_uid"] != 0  # the candidate's own process
+    low, high = sb.protections["host_uids"]
+    assert 0 < low <= uids[in_jail[r.stdout.strip()]] <= high  # the candidate's own process
+
+
+def test_each_worker_is_a_host_uid_of_its_own():
+    # per-user kernel limits (inotify instances, pending signals, in-flight descriptors, pipe buffers) bind per uid:
+    # two executions running at once on two workers (of two pools) must not share one
+    with Sandbox(workers=2, wall_timeout_s=4.0) as sb, Sandbox(workers=1, wall_timeout_s=4.0) as other:
+        uids = _uids_while_running(sb, 2) | _uids_while_running(other, 1)
+    assert len(uids) == 3 and all(len(u) == 1 for u in uids.values()) and len(set.union(*uids.values())) == 3, uids
+    assert 0 not in set.union(*uids.values())
+
+
+def _uids_while_running(sb: Sandbox, executions: int) -> dict[str, set[int]]:
+    """{PID namespace of each jail: the host uids of its processes}, seen while ``executions`` run at once."""
+    results = []
+    code = "import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(1)"
+    threads = [threading.Thread(target=lambda: results.append(run(sb, code))) for _ in range(executions)]
+    for thread in threads:
+        thread.start()
+    uids_by_jail: dict[str, set[int]] = {}
+    while any(t.is_alive() for t in threads):
+        for namespace in jail_namespaces(sb).values():
+            for pid in processes_in({namespace}):
+                if st := _status(pid):
+                    uids_by_jail.setdefault(namespace, set()).add(int(st["Uid"].split()[0]))
+        time.sleep(0.05)
+    for thread in threads:
+        thread.join()
+    assert all(r.ok for r in results), results
+    return uids_by_jail
 
 
 def test_the_worker_is_in_its_capped_cgroups_and_the_execution_goes_first_on_oom(sb):

@@ -105,7 +105,8 @@ class Sandbox:
     and seccomp (children run as user nobody when started as root) but no namespaces, so the host's world-readable
     files, its processes and its /tmp stay reachable.
 
-    Jailed code is never host root: a root caller's jails run as the unprivileged ``jail.HOST_ID``. Each
+    Jailed code is never host root: a root caller's jails run as unprivileged host uids, one per worker
+    (``jail.claim_host_uid``). Each
     execution's processes together are capped by its worker's cgroup (cgroup.py) at ``memory_mb`` and ``processes``,
     plus room for the worker's zygote and supervisor (``cgroup.worker_caps``).
     ``cgroup="required"`` (default) refuses to start (SandboxUnavailable) where no such group can be made, which is
@@ -200,7 +201,7 @@ class Sandbox:
         root = os.geteuid() == 0
         return {
             "jail": "bubblewrap" if jailed else None,
-            "host_uid": jail.jailed_uid() if jailed else (65534 if root else os.geteuid()),
+            "host_uids": [jail.host_uid_range()[0], jail.host_uid_range()[-1]] if jailed else [65534 if root else os.geteuid()] * 2,
             "user_namespace": jailed,
             "proc_sys": "absent" if jailed else "host",
             "sys": "absent" if jailed else "host",
@@ -221,20 +222,25 @@ class Sandbox:
         return cgroups.create(self._cgroup_version, *cgroups.worker_caps(self.limits["memory_mb"], self.limits["processes"]))
 
     def _jail_worker(self) -> Worker:
+        """A jailed zygote, as a host uid of its own when the caller is root (released with the worker)."""
+        uid, lock = jail.claim_host_uid() if os.geteuid() == 0 else (None, None)
         fds = jail.module_fds()
         try:
             groups = self._groups()
+        except BaseException:
+            _close(lock, *fds)
+            raise
+
+        def cleanup() -> None:
+            if groups:
+                groups.close()
+            _close(lock)
+
+        try:
             cg_fds = groups.fds if groups else []
-            return Worker(
-                jail.jail_command(self.tmp_size_mb, fds, cg_fds),
-                cwd="/",
-                pass_fds=(*fds, *cg_fds),
-                cleanup=groups.close if groups else None,
-                user=jail.host_user(),
-            )
+            return Worker(jail.jail_command(self.tmp_size_mb, fds, cg_fds), "/", (*fds, *cg_fds), cleanup, jail.host_user(uid))
         finally:
-            for fd in fds:
-                os.close(fd)
+            _close(*fds)
 
     def _host_worker(self) -> Worker:
         scratch = tempfile.mkdtemp(prefix="flywheel-sandbox-")
@@ -321,6 +327,12 @@ MAX_RESULT_DEPTH = 100
 #: Lines of the result pipe read beyond one per case: forged or duplicated records before the real ones still count
 #: as forged (missing), and the rest of any junk is never parsed.
 SPARE_RESULT_LINES = 16
+
+
+def _close(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
 
 
 def _parse_results(raw: bytes, nonce: str, count: int) -> dict[int, dict[str, Any]]:

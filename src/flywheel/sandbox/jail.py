@@ -3,8 +3,10 @@
 Host privilege: bubblewrap maps the jail's user (65534 inside) to the user that *starts* bwrap. Started by root,
 that is host uid 0: kernel checks that look at the host uid (sysctl writes under /proc/sys, RLIMIT_NPROC, which
 never binds for root) would treat jailed code as root. So when the caller is root, bwrap is started as
-``HOST_ID``, a uid and gid no account uses, with no supplementary groups: every process of the jail is that
-unprivileged host user. Non-root callers' jails are their own uid, as before.
+``HOST_ID`` + k, a uid and gid no account uses, with no supplementary groups: every process of the jail is that
+unprivileged host user. Each worker claims its own k (``claim_host_uid``: a lock held for the worker's life, so
+pools in other processes never share one), so per-user kernel limits (inotify instances, pending signals,
+in-flight descriptors, pipe buffers) are not shared between tenants. Non-root callers' jails are their own uid.
 
 Because bwrap then cannot read the caller's files (the package may live under /root), the zygote's modules enter
 the jail as copies (``--ro-bind-data`` from memfds), not bind mounts. /proc is the jail's own (its PID namespace);
@@ -14,6 +16,7 @@ whatever the jail's host uid may write); /sys is absent.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import shutil
@@ -25,7 +28,9 @@ ZYGOTE_FILES = ("zygote.py", "wire.py", "limits.py", "seccomp.py")  # standard-l
 _HERE = Path(__file__).resolve().parent
 _JAIL_DIR = "/opt/sandbox"
 _NOBODY = "65534"
-HOST_ID = 2_147_000_000  # the jail's host uid and gid when the caller is root: unassigned, unprivileged
+HOST_ID = 2_147_000_000  # the first jail host uid and gid when the caller is root: unassigned, unprivileged
+HOST_ID_SLOTS = 4096  # workers that can hold a uid of their own at once on one host
+_UID_LOCKS = "/run/flywheel-sandbox-uids"
 HOST_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # the only environment bwrap itself (the jail's parent) gets
 
 
@@ -44,14 +49,28 @@ def _system_dirs() -> list[str]:
     return args
 
 
-def host_user() -> dict:
-    """Popen arguments that start bwrap as an unprivileged host user: HOST_ID when the caller is root."""
-    return {"user": HOST_ID, "group": HOST_ID, "extra_groups": []} if os.geteuid() == 0 else {}
+def host_user(uid: int | None) -> dict:
+    """Popen arguments that start bwrap as the unprivileged host user ``uid`` (``claim_host_uid``); None: the caller."""
+    return {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
 
 
-def jailed_uid() -> int:
-    """The host uid every jailed process runs as."""
-    return HOST_ID if os.geteuid() == 0 else os.geteuid()
+def host_uid_range() -> range:
+    """The host uids jailed processes run as: HOST_ID's slots for a root caller, else the caller's own uid."""
+    return range(HOST_ID, HOST_ID + HOST_ID_SLOTS) if os.geteuid() == 0 else range(os.geteuid(), os.geteuid() + 1)
+
+
+def claim_host_uid() -> tuple[int, int]:
+    """(uid, lock descriptor): the first of HOST_ID's slots no live worker on this host holds, held until the
+    descriptor is closed (or its process dies). SandboxUnavailable when every slot is taken."""
+    os.makedirs(_UID_LOCKS, mode=0o700, exist_ok=True)
+    for uid in range(HOST_ID, HOST_ID + HOST_ID_SLOTS):
+        fd = os.open(f"{_UID_LOCKS}/{uid}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return uid, fd
+        except BlockingIOError:
+            os.close(fd)
+    raise SandboxUnavailable(f"all {HOST_ID_SLOTS} sandbox host uids are held by live workers on this machine; close some sandboxes")
 
 
 def module_fds() -> list[int]:
@@ -135,7 +154,7 @@ def check_bubblewrap() -> None:
             bwrap_argv(1, fds) + [JAIL_PYTHON, "-I", "-c", "pass"],
             pass_fds=fds,
             cwd="/",
-            **host_user(),
+            **host_user(host_uid_range()[0] if os.geteuid() == 0 else None),
             env=HOST_ENV,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -151,7 +170,7 @@ def check_bubblewrap() -> None:
             os.close(fd)
     if reason is not None:
         raise SandboxUnavailable(
-            f"bubblewrap cannot create its user namespaces here as uid {jailed_uid()} ({reason}); enable "
+            f"bubblewrap cannot create its user namespaces here as uid {host_uid_range()[0]} ({reason}); enable "
             "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1) or install a setuid bwrap "
             "with `apt-get install bubblewrap`."
         )
