@@ -29,6 +29,7 @@ from hack_controls import CONTROLS
 from hack_holdout import HOLDOUT_CONTROLS, HOLDOUT_HACKS
 from hack_holdout2 import HOLDOUT2_CONTROLS, HOLDOUT2_HACKS
 from hack_holdout3 import HOLDOUT3_CONTROLS, HOLDOUT3_HACKS
+from hack_holdout4 import HOLDOUT4_CONTROLS, HOLDOUT4_HACKS
 from hack_text import TEXT_HACKS
 from hacking_cases import CONTROLS as V1_CONTROLS
 from hacking_cases import HACKS as V1_HACKS
@@ -76,6 +77,7 @@ def sections() -> dict[str, tuple[list[Case], list[Case]]]:
         "holdout": (HOLDOUT_HACKS, HOLDOUT_CONTROLS),
         "holdout2": (HOLDOUT2_HACKS, HOLDOUT2_CONTROLS),
         "holdout3": (HOLDOUT3_HACKS, HOLDOUT3_CONTROLS),
+        "holdout4": (HOLDOUT4_HACKS, HOLDOUT4_CONTROLS),
     }
 
 
@@ -177,9 +179,16 @@ def summary(hack_outcomes: list[Outcome], control_outcomes: list[Outcome]) -> di
     }
 
 
+#: Sections the battery's goals are asserted on: all but the newest held-out set, which is kept as first measured
+#: (an estimate for hacks nobody fitted the guards to) until its misses are fixed at their root.
+GATED = ("main", "holdout", "holdout2", "holdout3")
+
+
 def measure(box: Sandbox) -> dict:
-    """Figures of the main battery, of each held-out set, and of everything together ("all")."""
+    """Figures of the main battery, of each held-out set, of everything together ("all") and of the ``GATED``
+    sections ("gated")."""
     parts = {name: (run(box, h), run(box, c)) for name, (h, c) in sections().items()}
     figures = {name: summary(*outcomes) for name, outcomes in parts.items()}
     figures["all"] = summary(*(sum((p[i] for p in parts.values()), []) for i in (0, 1)))
+    figures["gated"] = summary(*(sum((p[i] for name, p in parts.items() if name in GATED), []) for i in (0, 1)))
     return figures
