@@ -135,3 +135,13 @@ def test_an_environment_that_raises_on_every_probe_is_reported_so_not_as_a_gamea
     assert result.warnings() == [
         "reward check: every honest probe's episode was invalid (the environment or the reward failed on it), so nothing was checked"
     ]
+
+
+def test_a_reward_model_is_scored_in_the_check(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "integration"))
+    from tiny_models import save_classifier
+
+    model = save_classifier(tmp_path / "reward-model")
+    result = check_reward(load_run_config(REPO / "configs/quickstart.yaml", [f"reward.reward_model.path={model}"]), tasks=2)
+    # the exact-match grade of a wrong answer is 0: whatever it earns is the random classifier's logit
+    assert result.not_checked == [] and result.wrong != 0.0 and len({f.mean for f in result.forms}) > 2
