@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from flywheel.config import Config, ConfigError, RewardFunctionConfig, TaskConfig, load_config
-from flywheel.envs.dataset import code_grader_args, dataset_problem, dataset_tasks, function_check_problem, long_prompt_problem, shown_test_rows
+from flywheel.envs.dataset import dataset_problem, dataset_tasks, function_check_problem, long_prompt_problem, shown_test_rows
 from flywheel.envs.registry import env_factory, known_envs
+from flywheel.rewards.graders import code_arguments
 from flywheel.rewards.guards import default_guards
 from flywheel.rewards.user_functions import load_function
 
@@ -42,7 +43,7 @@ def check_config(config: Config) -> Config:
 
 def shown_tests_warning(task: TaskConfig) -> str | None:
     """The risk a code dataset that shows its tests runs with ``task.grader_args.shown_tests: allow``, in one sentence."""
-    args = code_grader_args(task.grader, task.grader_args) if task.dataset is not None else None
+    args = code_arguments(task.grader, task.grader_args) if task.dataset is not None else None
     if not args or args["shown_tests"] != "allow" or args["reference_column"] is not None:
         return None
     kwargs = task.env_kwargs()

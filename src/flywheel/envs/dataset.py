@@ -24,7 +24,6 @@ A row whose rendered prompt leaves less than ``rollout.max_new_tokens`` of the m
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import random
 from collections.abc import Sequence
@@ -38,7 +37,7 @@ from flywheel.envs.registry import register_env
 from flywheel.rewards.code_cases import shown_cases
 from flywheel.rewards.extraction import Extraction, extract_answer
 from flywheel.rewards.faults import RewardFault, UserFunctionBug
-from flywheel.rewards.graders import GRADERS, Grader, grader_problem, make_grader, needed_columns
+from flywheel.rewards.graders import GRADERS, Grader, code_arguments, grader_problem, make_grader, needed_columns
 from flywheel.rewards.trl_functions import call_trl_function
 from flywheel.rewards.user_functions import load_function
 
@@ -191,7 +190,7 @@ def dataset_problem(
             tasks = dataset_tasks(path, key, prompt_column, answer_column, reference_extraction, answer_tag)
         except DatasetFileError as error:
             return str(error)
-        args = code_grader_args(grader, grader_args or {})
+        args = code_arguments(grader, grader_args or {})
         if args and args["reference_column"] is None and args["shown_tests"] == "refuse" and (rows := shown_test_rows(tasks, args)):
             return (
                 f"{key} '{path}' row {rows[0]} (and {len(rows) - 1} more) shows every test case in its prompt, so the code grader would pay a "
@@ -199,15 +198,6 @@ def dataset_problem(
                 "task.grader_args.shown_tests=allow to train on the shown tests anyway"
             )
     return None
-
-
-def code_grader_args(grader: str, grader_args: dict[str, Any]) -> dict[str, Any] | None:
-    """Every argument of the ``code`` grader, defaults filled in; None for another grader."""
-    if grader != "code":
-        return None
-    bound = inspect.signature(GRADERS["code"]).bind(**grader_args)
-    bound.apply_defaults()
-    return dict(bound.arguments)
 
 
 def shown_test_rows(tasks: Sequence[Task], args: dict[str, Any]) -> list[int]:

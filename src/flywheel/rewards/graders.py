@@ -127,13 +127,19 @@ def make_grader(name: str, args: dict[str, Any]) -> Grader:
     return grade
 
 
-def needed_columns(name: str, args: dict[str, Any]) -> list[str]:
-    """Columns a grader reads besides the answer."""
+def code_arguments(name: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    """Every argument of the ``code`` grader, defaults filled in; None for another grader."""
     if name != "code":
-        return []
+        return None
     bound = inspect.signature(code).bind(**args)
     bound.apply_defaults()
-    return [bound.arguments[key] for key in ("function_column", "cases_column", "reference_column") if bound.arguments[key] is not None]
+    return dict(bound.arguments)
+
+
+def needed_columns(name: str, args: dict[str, Any]) -> list[str]:
+    """Columns a grader reads besides the answer."""
+    bound = code_arguments(name, args) or {}
+    return [bound[key] for key in ("function_column", "cases_column", "reference_column") if bound.get(key) is not None]
 
 
 def grader_problem(name: str, args: dict[str, Any]) -> str | None:
