@@ -46,8 +46,7 @@ def shown_tests_warning(task: TaskConfig) -> str | None:
     args = code_arguments(task.grader, task.grader_args) if task.dataset is not None else None
     if not args or args["shown_tests"] != "allow" or args["reference_column"] is not None:
         return None
-    kwargs = task.env_kwargs()
-    tasks = dataset_tasks(task.dataset, "task.dataset", task.prompt_column, task.answer_column, task.reference_extraction, kwargs["answer_tag"])
+    tasks = dataset_tasks(task.dataset, "task.dataset", task.prompt_column, task.answer_column, task.reference_extraction, task.answer_tag)
     rows = shown_test_rows(tasks, args)
     if not rows:
         return None
