@@ -11,6 +11,7 @@ from pathlib import Path
 
 import ray
 
+from flywheel.engines.base import Loaded
 from flywheel.engines.remote import ServesBatches
 from flywheel.types import Completion, StepResult
 from flywheel.weights.base import WeightUpdate
@@ -46,9 +47,9 @@ class StandInEngines(ServesBatches):
             out.append(completions)
         return out
 
-    async def load_weights(self, update: WeightUpdate) -> float:
+    async def load_weights(self, update: WeightUpdate) -> Loaded:
         self.version = max(self.version, update.version)
-        return 0.0
+        return Loaded(0.0)
 
     def shutdown(self) -> None:
         pass

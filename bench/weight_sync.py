@@ -8,7 +8,10 @@ child process). Then, for each transport (file: safetensors in /dev/shm; collect
 loopback, 256 MiB buckets), ``repeats`` versions are synced as the controller does it: ``publish``
 (the trainer's part) then ``engine.load_weights`` (pause, vLLM's weight-transfer session, resume) and
 the end of the send. ``sync_s`` is that whole time, ``publish_s`` the part that blocks the trainer,
-``pause_s`` the engine's pause (receive, vLLM's layerwise reload, the RPCs).
+``pause_s`` the engine's pause (receive with every tensor's digest checked, vLLM's layerwise reload, the
+RPCs). Each version carries the probe a trainer would compute (weights/probe.py, from the model in
+bf16: ``probe_trainer_s``); the engine runs it after the pause, inside ``sync_s``, and ``probe_gap`` is
+its largest |engine - trainer| logprob. ``digest_s`` is one side's digest of the model's bytes.
 The copy bound is the model's bytes over the memcpy bandwidth measured in the same run (best of 5
 copies of a 512 MiB buffer): no transport can beat one copy. Writes bench/results/weight_sync.json
 (with the command) for bench/weight_sync.md.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import json
 import os
@@ -34,8 +38,11 @@ from flywheel.cluster.workers import engine_spec
 from flywheel.config import load_config
 from flywheel.config.weights import CollectiveTransportConfig, FileTransportConfig
 from flywheel.engines.vllm import VLLMEngine
+from flywheel.trainer.logprobs import token_logprobs
+from flywheel.weights.base import digest
 from flywheel.weights.collective import CollectiveTransport
 from flywheel.weights.file import FileTransport
+from flywheel.weights.probe import TOLERANCE, Probe, probe_of, probe_tokens
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -80,23 +87,37 @@ def save_model(name: str, directory: Path) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-async def sync_times(engine: VLLMEngine, transport, state: dict[str, torch.Tensor], first_version: int, repeats: int) -> list[dict[str, float]]:
+def trainer_probe(directory: Path) -> tuple[Probe, float]:
+    """The probe a bf16 trainer computes for the model saved in ``directory``, and the seconds it took."""
+    model = Qwen2ForCausalLM.from_pretrained(directory, dtype=torch.bfloat16)
+    tokens = probe_tokens(model.config.vocab_size)
+    start = time.perf_counter()
+    with torch.no_grad():
+        probe = probe_of(tokens, token_logprobs(model, tokens, torch.ones_like(tokens)), TOLERANCE["bfloat16"])
+    return probe, time.perf_counter() - start
+
+
+async def sync_times(engine: VLLMEngine, transport, state: dict[str, torch.Tensor], probe: Probe, first_version: int, repeats: int) -> list[dict]:
     """``repeats`` syncs (one warm-up before them, not counted): publish_s, pause_s (the engine's) and sync_s of each."""
     times = []
     for i in range(repeats + 1):
         start = time.perf_counter()
-        update = transport.publish(state, first_version + i)
+        update = dataclasses.replace(transport.publish(state, first_version + i), probe=probe)
         published = time.perf_counter()
-        paused = await engine.load_weights(update)
+        loaded = await engine.load_weights(update)
         getattr(transport, "wait", lambda: None)()
         if i:
-            times.append({"publish_s": published - start, "pause_s": paused, "sync_s": time.perf_counter() - start})
+            times.append(
+                {"publish_s": published - start, "pause_s": loaded.pause_s, "sync_s": time.perf_counter() - start, "probe_gap": loaded.probe_gap}
+            )
     return times
 
 
 async def bench_size(name: str, repeats: int, bandwidth: float) -> list[dict]:
     with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
         state = save_model(name, Path(tmp) / "model")
+        probe, probe_trainer_s = trainer_probe(Path(tmp) / "model")
+        digest_s = _timed(lambda: [digest(t) for t in state.values()])
         params = sum(t.numel() for t in state.values())
         nbytes = sum(t.numel() * t.element_size() for t in state.values())
         config = load_config(REPO / "configs/quickstart.yaml", [f"model.path={tmp}/model", "model.dtype=bfloat16"])
@@ -109,7 +130,7 @@ async def bench_size(name: str, repeats: int, bandwidth: float) -> list[dict]:
             }
             for t, (transport_name, transport) in enumerate(transports.items()):
                 try:
-                    times = await sync_times(engine, transport, state, 1 + t * (repeats + 1), repeats)
+                    times = await sync_times(engine, transport, state, probe, 1 + t * (repeats + 1), repeats)
                 finally:
                     transport.close()
                 best = min(x["sync_s"] for x in times)
@@ -119,6 +140,7 @@ async def bench_size(name: str, repeats: int, bandwidth: float) -> list[dict]:
                     "sync_s_best": best, "sync_s_median": statistics.median(x["sync_s"] for x in times),
                     "publish_s_median": statistics.median(x["publish_s"] for x in times),
                     "pause_s_median": statistics.median(x["pause_s"] for x in times),
+                    "digest_s": digest_s, "probe_trainer_s": probe_trainer_s, "probe_gap_max": max(x["probe_gap"] for x in times),
                     "copy_bound_s": bound, "ratio_to_copy_bound": best / bound, "times": times,
                 })  # fmt: skip
                 print(json.dumps({k: v for k, v in rows[-1].items() if k != "times"}), flush=True)

@@ -166,6 +166,7 @@ def run(config: Config) -> int:
     from flywheel.rollout.stream import NoProgress
     from flywheel.sandbox import SandboxUnavailable
     from flywheel.supervisor import supervise
+    from flywheel.weights.base import WeightsCorrupt
 
     if problem := run_dir_problem(config):  # before anything starts
         print(f"flywheel: error: {problem}", file=sys.stderr)
@@ -185,7 +186,7 @@ def run(config: Config) -> int:
     except TrainerLost as exc:
         print(f"flywheel: stopped: {exc}", file=sys.stderr)
         return EXIT_TRAINER_LOST
-    except NoEngineLeft as exc:  # every engine replica died and none may restart
+    except (NoEngineLeft, WeightsCorrupt) as exc:  # every engine replica died and none may restart; weights arrived corrupt twice
         print(f"flywheel: failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except Preempted as exc:

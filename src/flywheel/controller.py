@@ -47,11 +47,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Coroutine
 from contextlib import ExitStack, closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import ray
 from transformers import AutoTokenizer
@@ -61,6 +62,7 @@ from flywheel.algorithms.base import Algorithm
 from flywheel.algorithms.batch import build_batch
 from flywheel.cluster.workers import RewardActors, Workers, local_run_spec, run_spec, start_reward_actors, start_rollout_workers, start_workers
 from flywheel.config import Config
+from flywheel.engines.base import Loaded
 from flywheel.engines.heap import startup_heap_frozen
 from flywheel.envs.registry import env_factory
 from flywheel.eval.background import BackgroundEval, start_background_eval
@@ -82,6 +84,8 @@ from flywheel.trainer.group import TrainerDied, TrainerGroup
 from flywheel.types import Episode
 from flywheel.weights import open_transport
 from flywheel.weights.base import WeightUpdate
+
+T = TypeVar("T")
 
 
 class RunStopped(RuntimeError):
@@ -210,6 +214,7 @@ class Run:
     signals: StopSignals
     update: WeightUpdate | None = None  # the latest weights published
     loading: asyncio.Task | None = None  # the engines loading them
+    proof: dict[str, float] = field(default_factory=dict)  # the proof metrics of the last version the engines finished loading
     steps: asyncio.Task | None = None  # the training side
     waiting: bool = False  # the training side waits for its batch: the trainer holds step ``completed``
     abandoned: Literal["clean", "dirty", "at once"] | None = None  # how a stop ended the step in flight
@@ -269,7 +274,7 @@ async def begin(run: Run, notes: list[str]) -> None:
     if run.checkpoint is not None:
         await run.trainer.restore(str(run.checkpoint))
     run.update = await run.trainer.publish_weights()
-    await load_everywhere(run.router, run.stream, run.update)
+    run.proof = proof_metrics(run.update, await load_everywhere(run.router, run.stream, run.update))
     run.version = run.update.version
     resumed = f" (resumed after step {run.first_step - 1})" if run.checkpoint else ""
     for line in [f"run directory: {run.run_dir}{resumed}", *notes, *w.trackers.describe()]:
@@ -335,7 +340,7 @@ async def train_step(run: Run, step: int) -> list[Alert]:
     dump_now = c.monitor.dump_every > 0 and step % c.monitor.dump_every == 0
     with w.timeline.span("controller", "wait_for_batch"):
         run.waiting = True
-        groups, rollout_metrics = await take_batch(run.stream, run.plan(), partial(run.record, step=step))
+        groups, rollout_metrics = await unless_load_fails(take_batch(run.stream, run.plan(), partial(run.record, step=step)), run.loading)
         run.waiting = False
     generated, run.stream.generated_tokens = run.stream.generated_tokens, 0
     t1 = time.perf_counter()
@@ -348,7 +353,10 @@ async def train_step(run: Run, step: int) -> list[Alert]:
         run.record(group, "trained", run.version, step)
     t2 = time.perf_counter()
     with w.timeline.span("controller", "sync"):
-        paused = await run.loading if run.loading else 0.0  # one version in flight at a time
+        paused = 0.0
+        if run.loading:  # one version in flight at a time
+            loaded = await run.loading
+            run.proof, paused = proof_metrics(run.update, loaded), loaded.pause_s
         with w.timeline.span("trainer", "publish"):
             run.update = await run.trainer.publish_weights()
         run.version = run.update.version
@@ -362,6 +370,7 @@ async def train_step(run: Run, step: int) -> list[Alert]:
     episodes = [e for g in groups for e in g.episodes]
     row = step_metrics(step, episodes, seconds, generated, run.version) | rollout_metrics | trained.metrics
     row |= {"engines/live": run.router.live_count, "engines/resubmitted": run.router.resubmitted, "engines/restarts": run.router.restarts}
+    row |= run.proof
     stops = watch(run, step, row)
     await evaluate(run, step, row)
     if step % c.run.checkpoint_every == 0:
@@ -372,6 +381,23 @@ async def train_step(run: Run, step: int) -> list[Alert]:
     w.progress.step(row)
     run.completed, run.resume_state = step, stream_state(run.stream, step)
     return stops
+
+
+async def unless_load_fails(work: Coroutine[Any, Any, T], loading: asyncio.Task | None) -> T:
+    """Awaits ``work``; a failure of ``loading`` (the engines loading the latest weights: a copy corrupt
+    twice, a load past the stall limit) first cancels it and is raised."""
+    task = asyncio.ensure_future(work)
+    try:
+        if loading is not None:
+            await asyncio.wait([task, loading], return_when=asyncio.FIRST_COMPLETED)
+            if not task.done() and not loading.cancelled() and loading.exception() is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                loading.result()
+        return await task
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
 
 
 def watch(run: Run, step: int, row: dict[str, float]) -> list[Alert]:
@@ -434,12 +460,19 @@ def step_metrics(step: int, episodes: list[Episode], seconds: dict[str, float], 
     }
 
 
-async def load_everywhere(router: EngineRouter, stream: RolloutStream, update: WeightUpdate) -> float:
-    """Every engine loads ``update`` in flight, then the staleness gate widens; returns the pause.
-    NoProgress when the load takes rollout.stall_timeout_s seconds (an engine that never answers)."""
-    paused = await load_within_stall_limit(router, update, stream.config.rollout.stall_timeout_s)
+def proof_metrics(update: WeightUpdate, loaded: Loaded) -> dict[str, float]:
+    """``weights/verified`` (1: every engine worker checked each tensor's digest; a failed check never
+    returns) and ``weights/probe_gap`` (with a probe) of a version the engines loaded."""
+    gap = {} if loaded.probe_gap is None else {"weights/probe_gap": loaded.probe_gap}
+    return {"weights/verified": float(bool(update.digests))} | gap
+
+
+async def load_everywhere(router: EngineRouter, stream: RolloutStream, update: WeightUpdate) -> Loaded:
+    """Every engine loads ``update`` in flight, then the staleness gate widens; returns the pause and
+    the probe's gap. NoProgress when the load takes rollout.stall_timeout_s seconds (an engine that never answers)."""
+    loaded = await load_within_stall_limit(router, update, stream.config.rollout.stall_timeout_s)
     stream.serve(update.version)
-    return paused
+    return loaded
 
 
 def stream_state(stream: RolloutStream, step: int) -> dict:

@@ -142,6 +142,16 @@ METRICS: tuple[Metric, ...] = (
     Metric("engines/resubmitted", "requests", "requests resubmitted after a replica died"),
     Metric("engines/restarts", "replicas", "replacement replicas started"),
     Metric("weights/version", "version", "the weight version the engines serve after the step"),
+    Metric(
+        "weights/verified",
+        "flag",
+        "of the version the engines finished loading during the step: 1, every engine worker checked each tensor against the trainer's digest (a copy corrupt twice stops the run); 0, not checked (vLLM's NCCL receiver)",
+    ),
+    Metric(
+        "weights/probe_gap",
+        "logprob",
+        "the same version's probe: the largest |engine - trainer| logprob over its tokens and replicas (weights.probe)",
+    ),
     Metric("alerts/fired", "alerts", "alerts that started at this step (each one in alerts.jsonl)"),
     Metric("eval/accuracy", "share", "mean reward of one sample per held-out task at eval.temperature"),
     Metric("eval/greedy_accuracy", "share", "the same at temperature 0 (eval.greedy)"),

@@ -67,7 +67,7 @@ def test_weights_land_while_requests_are_in_flight(shared_engine, config, tmp_pa
     async def generate_and_update():
         generating = asyncio.create_task(shared_engine.generate(prompts, 8, 1.0, 8, 0))
         await asyncio.sleep(1.0)  # requests join and leave the running batch continuously: some are mid-way
-        paused = await shared_engine.load_weights(update)
+        paused = (await shared_engine.load_weights(update)).pause_s
         return await generating, paused
 
     groups, paused = asyncio.run(generate_and_update())

@@ -103,9 +103,9 @@ class Kept:
         return await self.engine.generate(*args, **kwargs)
 
     async def load_weights(self, update):
-        paused = await self.engine.load_weights(update)
+        loaded = await self.engine.load_weights(update)
         self.loaded.set()
-        return paused
+        return loaded
 
     def shutdown(self) -> None:
         pass

@@ -8,6 +8,7 @@ import time
 import torch
 
 from flywheel.config.weights import CollectiveTransportConfig
+from flywheel.weights.base import WeightsCorrupt
 from flywheel.weights.collective import ALIGN, CollectiveTransport, CollectiveWeights, Slot, pack, plan_buckets, unpack
 
 
@@ -39,7 +40,7 @@ def receiver(inbox, outbox) -> None:
     while (payload := inbox.get()) is not None:
         update = pickle.loads(payload)
         link = link or update.join(rank=1)
-        outbox.put([(name, tensor.clone()) for name, tensor in update.receive(link)])
+        outbox.put([(name, tensor.clone()) for name, tensor in update.verified(link)])
 
 
 def test_published_versions_arrive_in_another_process_under_every_name():
@@ -74,7 +75,9 @@ def member(slot: int, inbox, outbox) -> None:
         if update.group != group:
             group, link = update.group, update.join(rank=1 + slot)
         try:
-            outbox.put((update.version, update.group, [(name, tensor.clone()) for name, tensor in update.receive(link)]))
+            outbox.put((update.version, update.group, [(name, tensor.clone()) for name, tensor in update.verified(link)]))
+        except WeightsCorrupt as error:
+            outbox.put((update.version, update.group, str(error)))
         except RuntimeError:  # the sender left the group mid-send
             outbox.put((update.version, update.group, None))
 
@@ -122,4 +125,45 @@ def test_rejoin_re_forms_the_group_without_a_dead_member_and_re_sends_the_latest
         for worker in workers:
             worker.join(timeout=5)
             worker.kill()
+        transport.close()
+
+
+class FlakyWire(CollectiveTransport):
+    """A transport whose first send flips one byte of the last bucket on the wire (a fault in transit):
+    the buffers it keeps, and re-sends, are intact."""
+
+    flipped = False
+
+    def _send_gloo(self, link, buffers):
+        if not self.flipped:
+            self.flipped = True
+            buffers = [b.clone() for b in buffers]
+            buffers[-1][-1] ^= 0x40
+        super()._send_gloo(link, buffers)
+
+
+def test_a_tensor_corrupt_in_transit_is_refused_and_the_re_sent_version_passes():
+    """The member refuses version 0 naming the tensor (big.weight ends the last bucket); ``rejoin``
+    with the same member re-sends the kept snapshot, which passes every digest."""
+    transport = FlakyWire(CollectiveTransportConfig(backend="gloo", bucket_mb=100 / 2**20, timeout_s=60), engines=1)
+    ctx = multiprocessing.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    worker = ctx.Process(target=member, args=(0, inbox, outbox))
+    worker.start()
+    try:
+        update = transport.publish(state_dict(), 0)
+        inbox.put(pickle.dumps(update))
+        version, _, refused = outbox.get(timeout=60)
+        assert version == 0 and "weights version 0: tensor big.weight arrived with digest" in refused
+        again = transport.rejoin([0])
+        inbox.put(pickle.dumps(again))
+        version, group, tensors = outbox.get(timeout=60)
+        transport.wait()
+        assert (version, group) == (0, again.group) and again.digests == update.digests
+        assert [name for name, _ in tensors] == ["embed.weight", "lm_head.weight", "norm.weight", "big.weight"]
+        assert all(torch.equal(tensor, state_dict()[name]) for name, tensor in tensors)
+    finally:
+        inbox.put(None)
+        worker.join(timeout=30)
+        worker.kill()
         transport.close()

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from flywheel.engines.base import EngineDied
+from flywheel.engines.base import EngineDied, Loaded
 from flywheel.rollout.router import EngineRouter, NoEngineLeft
-from flywheel.weights.base import WeightUpdate
+from flywheel.weights.base import WeightsCorrupt, WeightUpdate
 
 
 def set_loads(router: EngineRouter, loads: list[int]) -> None:
@@ -85,7 +85,7 @@ class Replica:
             raise EngineDied(self.name)
         await asyncio.sleep(0.01)
         self.version = update.version
-        return 0.0
+        return Loaded(0.0)
 
     def shutdown(self) -> None:
         self.dead = self.stopped = True
@@ -190,5 +190,57 @@ def test_closing_with_keep_serving_hands_the_serving_replacements_over():
         following.mark_dead(1, b)
         assert following.restarts == 3 and following.live_count == 1  # b stays dead: the budget is the run's
         await following.close()
+
+    asyncio.run(run())
+
+
+class Garbled(Replica):
+    """A replica whose first ``corrupt`` loads receive a corrupt copy (and stay unloaded)."""
+
+    def __init__(self, name: str, corrupt: int) -> None:
+        super().__init__(name)
+        self.corrupt, self.loads = corrupt, []
+
+    async def load_weights(self, update):
+        self.loads.append(update.version)
+        if len(self.loads) <= self.corrupt:
+            raise WeightsCorrupt(
+                f"engine replica {self.name}: weights version {update.version}: tensor w arrived with digest 00000001, the trainer published 0000000000000002"
+            )
+        return await super().load_weights(update)
+
+
+def test_a_corrupt_copy_is_sent_once_more_to_its_replica_and_a_second_one_stops_the_run():
+    async def run():
+        lines = []
+        a, b = Garbled("a", corrupt=0), Garbled("b", corrupt=1)
+        router = EngineRouter([a, b], log=lines.append)
+        await router.load_weights(Version(5))
+        assert (a.loads, b.loads, a.version, b.version) == ([5], [5, 5], 5, 5)
+        assert lines == [
+            "engine replica b: weights version 5: tensor w arrived with digest 00000001, the trainer published 0000000000000002; sending weights version 5 again"
+        ]
+
+        router = EngineRouter([Garbled("a", corrupt=2)])
+        with pytest.raises(
+            WeightsCorrupt, match=r"engine replica a: weights version 6: tensor w arrived .*, again after it was re-sent; stopping the run"
+        ):
+            await router.load_weights(Version(6))
+        assert router.engines[0].version == 0  # never loaded
+
+    asyncio.run(run())
+
+
+def test_with_a_collective_the_re_send_is_a_re_formed_group_of_every_live_replica():
+    async def run():
+        a, b, groups = Garbled("a", corrupt=1), Garbled("b", corrupt=0), []
+
+        async def rejoin(replicas):
+            groups.append(replicas)
+            return Version(7)
+
+        router = EngineRouter([a, b], rejoin=rejoin)
+        await router.load_weights(Version(7))
+        assert groups == [[0, 1]] and (a.loads, b.loads, a.version, b.version) == ([7, 7], [7, 7], 7, 7)
 
     asyncio.run(run())

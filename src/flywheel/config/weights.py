@@ -7,10 +7,24 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 
-class FileTransportConfig(BaseModel):
-    """The trainer writes each version to a file that every engine worker reads (weights/file.py)."""
+class VersionProof(BaseModel):
+    """How each weight version is proven on the engines beyond the digests, which are always checked."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    probe: bool = Field(
+        True,
+        description="After each load, every engine replica computes the logprobs of a fixed set of token sequences (4 x 24 tokens) and compares "
+        "them with the trainer's for the same version; a gap over probe_tolerance refuses the version as a corrupt copy is (weights/probe.py).",
+    )
+    probe_tolerance: float | None = Field(
+        None, gt=0, description="Largest |engine - trainer| logprob a probe token may show; null: by model.dtype (float32 0.01, bfloat16 1.0)."
+    )
+
+
+class FileTransportConfig(VersionProof):
+    """The trainer writes each version to a file that every engine worker reads (weights/file.py)."""
+
     implementation: ClassVar[str] = "flywheel.weights.file:FileTransport"
     engines_can_rejoin: ClassVar[bool] = True  # a replacement replica reads the latest file
 
@@ -25,10 +39,9 @@ class FileTransportConfig(BaseModel):
         return "flywheel"
 
 
-class CollectiveTransportConfig(BaseModel):
+class CollectiveTransportConfig(VersionProof):
     """Trainer rank 0 broadcasts each version to every engine worker over one process group (weights/collective.py)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     implementation: ClassVar[str] = "flywheel.weights.collective:CollectiveTransport"
     engines_can_rejoin: ClassVar[bool] = False  # a newcomer joins a re-formed group (the router's rejoin), not any time
 

@@ -5,6 +5,7 @@ Ray actor running an implementation such as ``engines.vllm.VLLMEngine``), never 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from flywheel.types import Completion
@@ -13,6 +14,14 @@ from flywheel.weights.base import WeightUpdate
 
 class EngineDied(RuntimeError):
     """The engine's process is gone: its requests in flight are lost (the caller may resubmit them)."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What a weight load reports."""
+
+    pause_s: float  # seconds generation was paused (the longest, over several replicas)
+    probe_gap: float | None = None  # the version's probe: the largest |engine - trainer| logprob; None without one
 
 
 class Engine(Protocol):
@@ -30,9 +39,11 @@ class Engine(Protocol):
         """
         ...
 
-    async def load_weights(self, update: WeightUpdate) -> float:
+    async def load_weights(self, update: WeightUpdate) -> Loaded:
         """Replaces every weight of the model with the tensors of ``update`` in place, without dropping
-        or restarting requests in flight, and returns the seconds generation was paused.
+        or restarting requests in flight, and returns the seconds generation was paused (and, with
+        ``update.probe``, the probe's gap). A tensor that is not what the trainer published, or a probe
+        gap over its tolerance, raises ``WeightsCorrupt``: no token sampled from that load is returned.
 
         Guarantees, once it returns: every token sampled from then on comes from the new weights and
         carries ``update.version``; no token is labelled with a version newer than the weights that

@@ -14,11 +14,11 @@ from typing import Any
 
 import ray
 from ray.actor import ActorHandle
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from flywheel.engines.base import EngineDied
+from flywheel.engines.base import EngineDied, Loaded
 from flywheel.types import Completion
-from flywheel.weights.base import WeightUpdate
+from flywheel.weights.base import WeightsCorrupt, WeightUpdate
 
 
 class ServesBatches:
@@ -116,11 +116,15 @@ class RemoteEngine:
         except RayActorError as error:
             raise EngineDied(str(error)) from error
 
-    async def load_weights(self, update: WeightUpdate) -> float:
+    async def load_weights(self, update: WeightUpdate) -> Loaded:
         try:
             return await self.actor.load_weights.remote(update)
         except RayActorError as error:
             raise EngineDied(str(error)) from error
+        except RayTaskError as error:
+            if (corrupt := WeightsCorrupt.in_error(error)) is not None:
+                raise WeightsCorrupt(corrupt) from None
+            raise
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """The engine's own shutdown (its engine-core process), then the actor."""

@@ -5,7 +5,8 @@ pauses the scheduler keeping the running requests (``pause_generation(mode="keep
 the prefix cache: it holds keys of the old weights), runs vLLM's weight-transfer session on every
 worker (``init_weight_transfer_engine`` once per group, then ``start_weight_update``,
 ``update_weights``, ``finish_weight_update``, which labels the new weights with their version) and
-resumes. The transfer engine is vLLM's own NCCL engine for the collective transport on GPU,
+resumes; each worker checks every tensor against the trainer's digest as it arrives, and a corrupt one
+leaves generation paused (``WeightsCorrupt``) until a good copy lands. The transfer engine is vLLM's own NCCL engine for the collective transport on GPU,
 flywheel's (engines/vllm_transfer.py) otherwise. vLLM's engine core stamps every step's outputs with
 the label of the weights that computed them, and a finished request carries them as spans of its
 tokens (``CompletionOutput.weight_versions``): a completion that spans an update says exactly which
@@ -22,11 +23,13 @@ import pickle
 import torch
 
 from flywheel.config.engine import VLLMConfig
+from flywheel.engines.base import Loaded
 from flywheel.engines.heap import freeze_startup_heap
 from flywheel.engines.remote import ServesBatches
 from flywheel.engines.spec import EngineSpec
 from flywheel.types import Completion
-from flywheel.weights.base import WeightUpdate
+from flywheel.weights.base import WeightsCorrupt, WeightUpdate
+from flywheel.weights.probe import Probe, worst_gap
 
 
 def on_cpu() -> bool:
@@ -75,10 +78,16 @@ def engine_args(spec: EngineSpec, cpu: bool) -> dict:
 VLLM_INITIAL_LABEL = "default"
 
 
+def label_version(label: str) -> int:
+    """The weight version a vLLM weights label names: ``"<version>"``, or ``"<version>.<load>"`` for a
+    load proven by a probe (``VLLMEngine.load_weights``); 0 for the initial weights."""
+    return 0 if label == VLLM_INITIAL_LABEL else int(label.partition(".")[0])
+
+
 def token_versions(spans, tokens: int) -> tuple[int, ...]:
     """The weight version of each of a completion's ``tokens`` from vLLM's spans (``WeightVersionSpan``:
     tokens ``[start, end)`` were sampled by the weights labelled ``version``); 0 for the initial weights."""
-    versions = tuple(0 if span.version == VLLM_INITIAL_LABEL else int(span.version) for span in spans for _ in range(span.start, span.end))
+    versions = tuple(label_version(span.version) for span in spans for _ in range(span.start, span.end))
     if len(versions) != tokens:
         raise RuntimeError(f"vLLM labelled {len(versions)} of a completion's {tokens} tokens with a weight version")
     return versions
@@ -110,6 +119,8 @@ class VLLMEngine(ServesBatches):
         self.group: str | None = None  # the weight-transfer group the workers have joined
         self.weight_version = 0
         self.request_ids = itertools.count()  # unique within this engine, which is all vLLM asks of an id
+        self.loads = itertools.count(1)
+        self.proofs: dict[str, asyncio.Future[bool]] = {}  # weights label -> whether its probe passed: pending, or refused
         freeze_startup_heap()  # vLLM's engine core does the same; this is its front end
 
     async def generate(
@@ -138,6 +149,10 @@ class VLLMEngine(ServesBatches):
         )
         async for output in self.llm.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id=str(next(self.request_ids))):
             final = output
+        labels = {span.version for sample in final.outputs for span in sample.weight_versions or ()}
+        proven = await asyncio.gather(*(self.proofs[label] for label in labels if label in self.proofs))
+        if not all(proven):  # some tokens came from a load the probe refused: sampled again, on weights that pass
+            return await self._complete(prompt, n, temperature, max_tokens, seed, stop)
         return [
             Completion(
                 list(sample.token_ids),
@@ -149,31 +164,81 @@ class VLLMEngine(ServesBatches):
             for sample in sorted(final.outputs, key=lambda sample: sample.index)
         ]
 
-    async def load_weights(self, update: WeightUpdate) -> float:
+    async def load_weights(self, update: WeightUpdate) -> Loaded:
         """Loads ``update`` in every worker while requests stay in flight; returns the seconds
-        generation was paused. ``finish_weight_update`` labels the new weights with ``update.version``
-        before generation resumes: every token sampled after it carries that version.
-        """
-        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest, WeightTransferUpdateRequest
+        generation was paused and the probe's gap. ``finish_weight_update`` labels the new weights with
+        ``update.version`` before generation resumes: every token sampled after it carries that version.
 
+        A tensor that arrives corrupt raises ``WeightsCorrupt`` and leaves generation paused (the model
+        may hold some of the new layers): only a good load of some version resumes it. With a probe, the
+        load is labelled ``"<version>.<load>"`` and the probe runs once generation resumes; completions
+        holding tokens of that label wait for its verdict, and when the probe's gap is over its
+        tolerance, generation pauses again, they are sampled again once a load passes, and
+        ``WeightsCorrupt`` names the gap.
+        """
         loop = asyncio.get_running_loop()
+        label = str(update.version) if update.probe is None else f"{update.version}.{next(self.loads)}"
         paused = loop.time()
         await self.llm.pause_generation(mode="keep")
         try:
-            payload = pickle.dumps(update)  # vLLM's RPC carries bytes; a dataclass would arrive as a dict
-            if update.group is not None and update.group != self.group:
-                offset = 1 + self.replica * self.llm.vllm_config.parallel_config.world_size_across_dp
-                init = update.nccl_init_info(offset) if self.backend == "nccl" else {"update": payload, "rank_offset": offset}
-                await self.llm.init_weight_transfer_engine(WeightTransferInitRequest(init))
-                self.group = update.group
-            await self.llm.start_weight_update()
-            info = update.nccl_update_info() if self.backend == "nccl" else {"update": payload}
-            await self.llm.update_weights(WeightTransferUpdateRequest(info))
-            await self.llm.finish_weight_update(str(update.version))
-        finally:
+            await self._load(update, label)
+        except BaseException as error:
+            if isinstance(error, Exception) and (corrupt := WeightsCorrupt.in_error(error)) is not None:  # stays paused: a good copy must land first
+                raise WeightsCorrupt(f"engine replica {self.replica}: {corrupt}") from None
             await self.llm.resume_generation()
+            raise
+        if update.probe is not None:
+            self.proofs[label] = loop.create_future()
+        await self.llm.resume_generation()
+        paused = loop.time() - paused
+        gap = None
+        if update.probe is not None:
+            try:
+                gap = worst_gap(update.probe, await self._probe_logprobs(update.probe))
+            finally:
+                proven = gap is not None and gap.size <= update.probe.tolerance
+                self.proofs[label].set_result(proven)
+                if proven:
+                    del self.proofs[label]  # a label without a proof is a proven one
+                else:
+                    await self.llm.pause_generation(mode="keep")
+            if not proven:
+                raise WeightsCorrupt(
+                    f"engine replica {self.replica}: weights version {update.version}: the probe's logprob of token {gap.position} of sequence "
+                    f"{gap.sequence} is {gap.engine:.6g} on the engine, {gap.trainer:.6g} on the trainer: a gap of {gap.size:.3g}, over "
+                    f"the tolerance {update.probe.tolerance:g} (weights.probe_tolerance)"
+                )
         self.weight_version = update.version
-        return loop.time() - paused
+        return Loaded(paused, None if gap is None else gap.size)
+
+    async def _probe_logprobs(self, probe: Probe) -> list[list[float]]:
+        """The engine's logprobs of the probe's tokens (position 1 on), from a prefill of each sequence."""
+        from vllm import SamplingParams, TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY)
+
+        async def prefill(tokens: tuple[int, ...]) -> list[float]:
+            async for output in self.llm.generate(TokensPrompt(prompt_token_ids=list(tokens)), params, request_id=f"probe-{next(self.request_ids)}"):
+                final = output
+            return [step[token].logprob for step, token in zip(final.prompt_logprobs[1:], tokens[1:])]
+
+        return list(await asyncio.gather(*(prefill(tokens) for tokens in probe.tokens)))
+
+    async def _load(self, update: WeightUpdate, label: str) -> None:
+        """vLLM's weight-transfer session for ``update`` on every worker (joining its group first when new)."""
+        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest, WeightTransferUpdateRequest
+
+        payload = pickle.dumps(update)  # vLLM's RPC carries bytes; a dataclass would arrive as a dict
+        if update.group is not None and update.group != self.group:
+            offset = 1 + self.replica * self.llm.vllm_config.parallel_config.world_size_across_dp
+            init = update.nccl_init_info(offset) if self.backend == "nccl" else {"update": payload, "rank_offset": offset}
+            await self.llm.init_weight_transfer_engine(WeightTransferInitRequest(init))
+            self.group = update.group
+        await self.llm.start_weight_update()
+        info = update.nccl_update_info() if self.backend == "nccl" else {"update": payload}
+        await self.llm.update_weights(WeightTransferUpdateRequest(info))
+        await self.llm.finish_weight_update(label)
 
     def shutdown(self) -> None:
         self.llm.shutdown()

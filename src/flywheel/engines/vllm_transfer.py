@@ -7,11 +7,12 @@ model; flywheel's vLLM plugin (engines/vllm_plugin.py, entry point ``vllm.genera
 this class there under the backend name in every vLLM process.
 
 The session: ``start_weight_update`` prepares vLLM's layerwise reload, ``update_weights`` feeds the
-update's tensors (under every name, tied ones included) to the model's ``load_weights``,
+update's tensors (under every name, tied ones included), each checked against the trainer's digest
+first (``WeightUpdate.verified``), to the model's ``load_weights``,
 ``finish_weight_update`` finalises the reload (repacks the CPU GEMM weights). This is what
 ``model_runner.reload_weights`` does, split into vLLM's three phases.
 
-A receive that fails (a member of the group died mid-send) shuts this worker's end of the group down,
+A receive that fails (a member of the group died mid-send, a tensor arrived corrupt) shuts this worker's end of the group down,
 so that members waiting on it fail at once rather than at the timeout, and finalises the reload, so
 that the model holds whole layers again (old or new; see weights/collective.py) before generation
 resumes; the router then re-forms the group and the update arrives again.
@@ -62,7 +63,7 @@ class FlywheelTransferEngine(WeightTransferEngine[JoinInfo, UpdateInfo]):
 
     def receive_weights(self, update_info: UpdateInfo) -> None:
         try:
-            self.model.load_weights(pickle.loads(update_info.update).receive(self.link))
+            self.model.load_weights(pickle.loads(update_info.update).verified(self.link))
         except Exception:
             self.shutdown()
             finalize_layerwise_reload(self.model, self.model_config)

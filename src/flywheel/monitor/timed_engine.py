@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from flywheel.engines.base import Engine
+from flywheel.engines.base import Engine, Loaded
 from flywheel.rollout.router import EngineFactory, EngineRouter, Rejoin
 from flywheel.timeline import Timeline
 from flywheel.types import Completion
@@ -28,13 +28,13 @@ class TimedEngine:
         with self.timeline.span(self.name(self), "generate"):
             return await self.engine.generate(prompts, n, temperature, max_tokens, seed, stop)
 
-    async def load_weights(self, update: WeightUpdate) -> float:
+    async def load_weights(self, update: WeightUpdate) -> Loaded:
         start = time.time()
-        paused = await self.engine.load_weights(update)
+        loaded = await self.engine.load_weights(update)
         end = time.time()
         self.timeline.add(self.name(self), "load_weights", start, end)
-        self.timeline.add(self.name(self), "pause", max(start, end - paused), end)
-        return paused
+        self.timeline.add(self.name(self), "pause", max(start, end - loaded.pause_s), end)
+        return loaded
 
     def shutdown(self) -> None:
         self.engine.shutdown()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from flywheel.engines.base import Engine
+from flywheel.engines.base import Engine, Loaded
 from flywheel.types import Completion
 from flywheel.weights.base import WeightUpdate
 
@@ -25,7 +25,7 @@ class GroupClock:
         finally:
             self.calls.append((start, time.time()))
 
-    async def load_weights(self, update: WeightUpdate) -> float:
+    async def load_weights(self, update: WeightUpdate) -> Loaded:
         return await self.engine.load_weights(update)
 
     def shutdown(self) -> None:

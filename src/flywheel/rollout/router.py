@@ -24,6 +24,10 @@ as above). A load that fails without a replica dying into it is an error as befo
 with a death (a member died mid-send) re-forms the group without the dead replica (and with any
 replacement ready to join) and loads the re-sent version, so no send waits for a dead member.
 Re-forms run one at a time, and never while other loads are in flight on the same replicas.
+
+A replica that receives a corrupt copy (``WeightsCorrupt``: a tensor whose digest is not the trainer's)
+stays paused; the router sends the version once more (re-reading the file, or a re-formed group's
+re-send), and a second corrupt copy stops the run with the replica, the tensor and the digests named.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
-from flywheel.engines.base import Engine, EngineDied
+from flywheel.engines.base import Engine, EngineDied, Loaded
 from flywheel.types import Completion
-from flywheel.weights.base import WeightUpdate
+from flywheel.weights.base import WeightsCorrupt, WeightUpdate
 
 EngineFactory = Callable[[int], Awaitable[Engine]]  # starts a replica for the given slot
 Rejoin = Callable[[list[int]], Awaitable[WeightUpdate | None]]  # the latest version, re-sent to a group of these slots
@@ -269,8 +273,9 @@ class EngineRouter:
         finally:
             self._background.discard(asyncio.current_task())
 
-    async def load_weights(self, update: WeightUpdate) -> float:
-        """Every live replica loads the weights (concurrently); returns the longest pause in seconds.
+    async def load_weights(self, update: WeightUpdate) -> Loaded:
+        """Every live replica loads the weights (concurrently); returns the longest pause in seconds
+        and the largest probe gap.
         Replicas restarting load them (or a later update) before they take requests. With ``rejoin``,
         a load that a replica's death failed re-forms the group and loads the update again."""
         self.latest = update
@@ -278,7 +283,7 @@ class EngineRouter:
             async with self._reforming:  # a re-form under way ends first
                 pass
             if self.latest is not update and self.latest.version >= update.version:
-                return 0.0  # a re-form re-sent it (or a newer one) meanwhile
+                return Loaded(0.0)  # a re-form re-sent it (or a newer one) meanwhile
         reforms, deaths = self._reforms, self._deaths_covered
         live = [i for i, ok in enumerate(self.alive) if ok]
         engines = [self.engines[i] for i in live]
@@ -291,13 +296,40 @@ class EngineRouter:
         died = [(i, engine) for i, engine, result in zip(live, engines, results) if isinstance(result, EngineDied)]
         for i, engine in died:
             self.mark_dead(i, engine)
-        if failed and (self.rejoin is None or self._deaths == deaths):  # no member died since the group formed
+        corrupt = [(i, r) for i, r in zip(live, results) if isinstance(r, WeightsCorrupt)]
+        if corrupt:
+            await self._resend(update, corrupt)
+        elif failed and (self.rejoin is None or self._deaths == deaths):  # no member died since the group formed
             raise failed[0]
-        if self.rejoin is not None and failed:
+        elif self.rejoin is not None and failed:
             await self._reform(after=reforms)
         if not any(self.alive) and not self._restarting:
             raise NoEngineLeft(self._none_left())
-        return max((r for r in results if isinstance(r, float)), default=0.0)
+        loaded = [r for r in results if isinstance(r, Loaded)]
+        gaps = [r.probe_gap for r in loaded if r.probe_gap is not None]
+        return Loaded(max((r.pause_s for r in loaded), default=0.0), max(gaps, default=None))
+
+    async def _resend(self, update: WeightUpdate, corrupt: list[tuple[int, WeightsCorrupt]]) -> None:
+        """Sends ``update`` once more to the replicas a corrupt copy reached (they stay paused meanwhile),
+        with ``rejoin`` to a re-formed group of every live replica; a copy corrupt again raises
+        ``WeightsCorrupt`` with one sentence naming the replica, the tensor and both digests."""
+        self.log(f"{corrupt[0][1].sentence}; sending weights version {update.version} again")
+        try:
+            if self.rejoin is not None:
+                await self._reform()
+                return
+            replicas = [i for i, _ in corrupt if self.alive[i]]
+            results = await asyncio.gather(*(self.engines[i].load_weights(update) for i in replicas), return_exceptions=True)
+            for i, result in zip(replicas, results):
+                if isinstance(result, EngineDied):
+                    self.mark_dead(i, self.engines[i])
+                elif isinstance(result, BaseException):
+                    raise result
+        except WeightsCorrupt as again:
+            raise WeightsCorrupt(
+                f"{again.sentence}, again after it was re-sent; stopping the run before any token is sampled from or trained on "
+                "these weights: check the weight transport (weights.transport) and the memory of the trainer's and this engine's hosts"
+            ) from None
 
     async def close(self, keep_serving: bool = False) -> None:
         """Cancels restarts and re-forms under way (a cancelled restart is no longer counted in
@@ -341,7 +373,7 @@ class Pinned:
     ) -> list[list[Completion]]:
         return await self.router.generate(prompts, n, temperature, max_tokens, seed, stop, key=self.key)
 
-    async def load_weights(self, update: WeightUpdate) -> float:
+    async def load_weights(self, update: WeightUpdate) -> Loaded:
         return await self.router.load_weights(update)
 
     def shutdown(self) -> None:

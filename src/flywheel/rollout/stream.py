@@ -39,7 +39,7 @@ from transformers import AutoTokenizer
 from flywheel.algorithms.base import Algorithm
 from flywheel.config import Config
 from flywheel.config.schema import RolloutConfig
-from flywheel.engines.base import Engine
+from flywheel.engines.base import Engine, Loaded
 from flywheel.envs.base import Environment
 from flywheel.envs.dataset import long_prompts, prompt_room
 from flywheel.envs.dataset_files import DatasetFileError
@@ -77,8 +77,8 @@ async def within_stall_limit(awaitable, limit_s: float, downtime_s: Callable[[],
         task.cancel()
 
 
-async def load_within_stall_limit(router: EngineRouter, update: WeightUpdate, limit_s: float) -> float:
-    """``router.load_weights(update)`` (the longest pause); NoProgress when the replicas have not loaded it
+async def load_within_stall_limit(router: EngineRouter, update: WeightUpdate, limit_s: float) -> Loaded:
+    """``router.load_weights(update)`` (the longest pause, the largest probe gap); NoProgress when the replicas have not loaded it
     within ``limit_s`` seconds (rollout.stall_timeout_s; time with no live replica not counted)."""
     return await within_stall_limit(
         router.load_weights(update),

@@ -47,6 +47,7 @@ from flywheel.trainer.lora import lora_scaling, merge_lora
 from flywheel.trainer.packing import plan_microbatches
 from flywheel.types import StepResult, TrainBatch
 from flywheel.weights.base import WeightTransport, WeightUpdate, split_aliases
+from flywheel.weights.probe import TOLERANCE, Probe, probe_of, probe_tokens
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
 
@@ -80,6 +81,7 @@ class Trainer:
             self.critic = load_sharded(AutoModelForTokenClassification, config, mesh, num_labels=1)
             self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.algorithm.critic_lr, betas=tc.betas, fused=True)
         self.version = 0
+        self._probe: Probe | None = None  # the latest published version's
         self._nonfinite: set[str] = set()  # losses of the accumulated micro-batches that were not finite
         self._spans: list[tuple[str, float, float]] = []  # (stage, start, end) of the step under way
         self._kept: list[torch.Tensor] | None = None  # the step's proximal logprobs, micro-batch by micro-batch, when kept
@@ -262,15 +264,26 @@ class Trainer:
         return {name: tensor.to(getattr(torch, self.config.model.dtype)) for name, tensor in state.items()}
 
     def publish_weights(self) -> WeightUpdate | None:
-        """Gathers the full weights (every rank takes part) in the engines' dtype; rank 0 publishes
-        them through the transport and returns the handle engines load (None on other ranks)."""
+        """Gathers the full weights (every rank takes part) in the engines' dtype and computes the
+        version's probe (weights.probe); rank 0 publishes them through the transport and returns the
+        handle engines load, with the probe (None on other ranks)."""
         state = self._full_weights()
-        return self.transport.publish(state, self.version) if self.rank == 0 else None
+        self._probe = self._probe_logprobs() if self.config.weights.probe else None
+        return replace(self.transport.publish(state, self.version), probe=self._probe) if self.rank == 0 else None
+
+    def _probe_logprobs(self) -> Probe:
+        """The policy's logprobs of the probe sequences (a forward on every rank)."""
+        w = self.config.weights
+        tokens = probe_tokens(self.model.config.vocab_size)
+        with torch.no_grad():
+            logprobs = token_logprobs(self.model, tokens, torch.ones_like(tokens))
+        return probe_of(tokens, logprobs, w.probe_tolerance or TOLERANCE[self.config.model.dtype])
 
     def rejoin_weights(self, replicas: list[int]) -> WeightUpdate | None:
         """Rank 0: the transport re-forms its group with these engine replica slots and re-sends the
-        latest version to it (``CollectiveTransport.rejoin``); returns its new handle."""
-        return self.transport.rejoin(replicas)
+        latest version to it (``CollectiveTransport.rejoin``); returns its new handle (with its probe)."""
+        update = self.transport.rejoin(replicas)
+        return None if update is None else replace(update, probe=self._probe)
 
     def save_checkpoint(self, directory: str, resumable: bool = True) -> None:
         """HF-format weights (``model.dtype``) with the config and tokenizer files of the initial

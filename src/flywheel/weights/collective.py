@@ -25,7 +25,7 @@ a background thread; each engine joins when its first update arrives (vLLM's
 ``init_weight_transfer_engine`` runs ``CollectiveWeights.join`` in every worker).
 
 Publishing snapshots the weights into buckets (a copy: the trainer's next step changes the live
-tensors) and returns; a background thread broadcasts the buckets while the engines receive them
+tensors), takes each tensor's digest there (gloo: the receivers check them) and returns; a background thread broadcasts the buckets while the engines receive them
 inside vLLM's update session (``start_weight_update`` / ``update_weights`` / ``finish_weight_update``)
 and while the trainer runs its next step. The next publish first waits for that send.
 
@@ -51,7 +51,7 @@ import torch
 from torch.distributed import BroadcastOptions, ProcessGroupGloo, TCPStore
 
 from flywheel.config.weights import CollectiveTransportConfig
-from flywheel.weights.base import WeightUpdate, split_aliases
+from flywheel.weights.base import WeightUpdate, digest, split_aliases
 
 ALIGN = 64  # bytes: every tensor starts at a multiple of this in its bucket, so its typed view is aligned
 
@@ -228,6 +228,14 @@ class CollectiveTransport:
         unique, aliases = split_aliases(state_dict)
         size = int(self.config.bucket_mb * 2**20)
         buckets = plan_buckets(unique, size)
+        if backend == "gloo":
+            if buckets != self._layout:  # fresh pages cost more than the copy: keep the buffers while the layout holds
+                self._buffers, self._layout = [torch.empty(bucket_bytes(b), dtype=torch.uint8) for b in buckets], buckets
+            for bucket, buffer in zip(buckets, self._buffers):
+                pack(unique, bucket, buffer)
+            digests = {name: digest(view) for bucket, buffer in zip(buckets, self._buffers) for name, view in unpack(buffer, bucket)}
+        else:
+            digests = {}  # vLLM's NCCL engine receives: nothing would check them
         if self._link is None:
             self._open(backend)
         update = CollectiveWeights(
@@ -242,13 +250,9 @@ class CollectiveTransport:
             size,
             self.config.timeout_s,
             self._members,
+            digests=digests,
         )
-        if backend == "gloo":
-            if buckets != self._layout:  # fresh pages cost more than the copy: keep the buffers while the layout holds
-                self._buffers, self._layout = [torch.empty(bucket_bytes(b), dtype=torch.uint8) for b in buckets], buckets
-            for bucket, buffer in zip(buckets, self._buffers):
-                pack(unique, bucket, buffer)
-        else:
+        if backend == "nccl":
             snapshot = {name: tensor.to("cuda", copy=True) for name, tensor in unique.items()}
             self._pairs = [(name, snapshot[slot.name]) for slot, name in update.wire_order()]
         self._last = update

@@ -21,7 +21,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from flywheel.config.weights import FileTransportConfig
-from flywheel.weights.base import WeightUpdate, split_aliases
+from flywheel.weights.base import WeightUpdate, digest, split_aliases
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ class FileTransport:
 
         Tied parameters (one storage under two names, e.g. embeddings and lm_head) are written once,
         under their first name, as Hugging Face checkpoints store them; the file's metadata maps their
-        other names to it, and ``receive`` yields the tensor under each name.
+        other names to it, and ``receive`` yields the tensor under each name. The handle carries each
+        written tensor's digest, which every engine worker checks (``WeightUpdate.verified``).
         """
         self.directory.mkdir(parents=True, exist_ok=True)
         unique, aliases = split_aliases(state_dict)
@@ -67,7 +68,7 @@ class FileTransport:
         for old in self.directory.glob("weights-v*.safetensors"):
             if old != path:
                 old.unlink(missing_ok=True)
-        return FileWeights(version, path)
+        return FileWeights(version, path, digests={name: digest(tensor) for name, tensor in unique.items()})
 
     def close(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
