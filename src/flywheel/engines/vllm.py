@@ -5,9 +5,10 @@ pauses the scheduler keeping the running requests (``pause_generation(mode="keep
 the prefix cache: it holds keys of the old weights), runs vLLM's weight-transfer session on every
 worker (``init_weight_transfer_engine`` once per group, then ``start_weight_update``,
 ``update_weights``, ``finish_weight_update``, which labels the new weights with their version) and
-resumes; each worker checks every tensor against the trainer's digest as it arrives, and a corrupt one
-leaves generation paused (``WeightsCorrupt``) until a good copy lands. The transfer engine is vLLM's own NCCL engine for the collective transport on GPU,
-flywheel's (engines/vllm_transfer.py) otherwise. vLLM's engine core stamps every step's outputs with
+resumes. Each worker checks every tensor against the trainer's digest as it arrives, and the replica
+then runs the version's probe (weights/probe.py); a refused version leaves generation paused
+(``WeightsCorrupt``) until a good copy lands. The transfer engine is vLLM's own NCCL engine for the
+collective transport on GPU, flywheel's (engines/vllm_transfer.py) otherwise. vLLM's engine core stamps every step's outputs with
 the label of the weights that computed them, and a finished request carries them as spans of its
 tokens (``CompletionOutput.weight_versions``): a completion that spans an update says exactly which
 tokens came from which weights, so a request is answered once, when it ends (``FINAL_ONLY``).

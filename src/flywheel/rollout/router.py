@@ -25,9 +25,10 @@ with a death (a member died mid-send) re-forms the group without the dead replic
 replacement ready to join) and loads the re-sent version, so no send waits for a dead member.
 Re-forms run one at a time, and never while other loads are in flight on the same replicas.
 
-A replica that receives a corrupt copy (``WeightsCorrupt``: a tensor whose digest is not the trainer's)
-stays paused; the router sends the version once more (re-reading the file, or a re-formed group's
-re-send), and a second corrupt copy stops the run with the replica, the tensor and the digests named.
+A replica whose copy is refused (``WeightsCorrupt``: a tensor whose digest is not the trainer's, or a
+probe gap over its tolerance) stays paused; the router sends the version once more (re-reading the
+file, or a re-formed group's re-send), and a second refusal stops the run in one sentence naming the
+replica and the tensor and digests, or the probe token and its gap.
 """
 
 from __future__ import annotations
@@ -310,9 +311,9 @@ class EngineRouter:
         return Loaded(max((r.pause_s for r in loaded), default=0.0), max(gaps, default=None))
 
     async def _resend(self, update: WeightUpdate, corrupt: list[tuple[int, WeightsCorrupt]]) -> None:
-        """Sends ``update`` once more to the replicas a corrupt copy reached (they stay paused meanwhile),
-        with ``rejoin`` to a re-formed group of every live replica; a copy corrupt again raises
-        ``WeightsCorrupt`` with one sentence naming the replica, the tensor and both digests."""
+        """Sends ``update`` once more to the replicas that refused their copy (they stay paused meanwhile),
+        with ``rejoin`` to a re-formed group of every live replica; a second refusal raises
+        ``WeightsCorrupt`` in one sentence."""
         self.log(f"{corrupt[0][1].sentence}; sending weights version {update.version} again")
         try:
             if self.rejoin is not None:
@@ -328,7 +329,7 @@ class EngineRouter:
         except WeightsCorrupt as again:
             raise WeightsCorrupt(
                 f"{again.sentence}, again after it was re-sent; stopping the run before any token is sampled from or trained on "
-                "these weights: check the weight transport (weights.transport) and the memory of the trainer's and this engine's hosts"
+                "these weights: check the weight transport (weights:), the engine's logs and the memory of the trainer's and this engine's hosts"
             ) from None
 
     async def close(self, keep_serving: bool = False) -> None:

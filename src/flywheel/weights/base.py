@@ -31,8 +31,8 @@ def digest(tensor: torch.Tensor) -> int:
 
 class WeightsCorrupt(RuntimeError):
     """An engine worker received a tensor whose bytes differ from what the trainer published (corrupt in
-    transit, or another version's): it was not loaded, and the engine does not generate until a good
-    copy lands."""
+    transit, or another version's), or a replica's probe of a loaded version differs from the trainer's
+    past its tolerance: the engine does not generate from it, and stays paused until a good copy lands."""
 
     MARK = "weights corrupt:"  # opens the message, which crosses vLLM's RPC and Ray as text
 
