@@ -60,7 +60,7 @@ def test_corrupt_and_stale_copies_are_refused_and_never_sampled_from(shared_engi
     original = model.state_dict()
     moved = {name: tensor + 0.05 for name, tensor in original.items()}
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
-    prompts = [tokenizer.encode(p.prompt) for p in make_splits(3, 3, 1024, 1)[0][:4]]
+    prompts = [tokenizer.encode(p.prompt) for p in make_splits(3, 3, 1024, 1)[0]]  # several seconds of generation
     by_file = FileTransport(tmp_path / "weights")
     lines: list[str] = []
     router = EngineRouter([shared_engine], log=lines.append)
@@ -71,7 +71,7 @@ def test_corrupt_and_stale_copies_are_refused_and_never_sampled_from(shared_engi
         flip_byte(bad.path, "model.layers.0.mlp.down_proj.weight")
 
         async def load_while_generating():
-            generating = asyncio.create_task(shared_engine.generate(prompts, 4, 1.0, 32, 0))
+            generating = asyncio.create_task(shared_engine.generate(prompts, 8, 1.0, 8, 0))
             await asyncio.sleep(0.5)  # requests in flight
             with pytest.raises(
                 WeightsCorrupt, match=r"engine replica 0: weights version 901: tensor model.layers.0.mlp.down_proj.weight arrived with digest"
