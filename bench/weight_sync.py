@@ -8,10 +8,15 @@ child process). Then, for each transport (file: safetensors in /dev/shm; collect
 loopback, 256 MiB buckets), ``repeats`` versions are synced as the controller does it: ``publish``
 (the trainer's part) then ``engine.load_weights`` (pause, vLLM's weight-transfer session, resume) and
 the end of the send. ``sync_s`` is that whole time, ``publish_s`` the part that blocks the trainer,
-``pause_s`` the engine's pause (receive with every tensor's digest checked, vLLM's layerwise reload, the
-RPCs). Each version carries the probe a trainer would compute (weights/probe.py, from the model in
-bf16: ``probe_trainer_s``); the engine runs it after the pause, inside ``sync_s``, and ``probe_gap`` is
-its largest |engine - trainer| logprob. ``digest_s`` is one side's digest of the model's bytes.
+``pause_s`` the engine's pause, from the engine core acknowledging the pause to it taking the resume.
+Each transport runs twice on the same engine: ``shadow`` false (``weights.shadow=false``: the pause
+holds the receive with every tensor's digest checked, vLLM's layerwise reload and its RPCs) and true
+(the workers load into their shadow while the engine could generate; the pause is the trade).
+``engine_memory_growth_bytes`` is how much the engine processes' anonymous resident memory grew over a
+run: the first shadow run's is the shadow's cost. Each version carries the probe a trainer would compute
+(weights/probe.py, from the model in bf16: ``probe_trainer_s``); the engine runs it after the pause,
+inside ``sync_s``, and ``probe_gap`` is its largest |engine - trainer| logprob. ``digest_s`` is one
+side's digest of the model's bytes.
 The copy bound is the model's bytes over the memcpy bandwidth measured in the same run (best of 5
 copies of a 512 MiB buffer): no transport can beat one copy. Writes bench/results/weight_sync.json
 (with the command) for bench/weight_sync.md.
@@ -31,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -63,6 +69,16 @@ def memcpy_bandwidth() -> float:
     target = torch.empty_like(source)
     best = min(_timed(lambda: target.copy_(source)) for _ in range(5))
     return source.numel() / best
+
+
+def engine_anonymous_bytes() -> int:
+    """Anonymous resident bytes (RssAnon: not the file pages a transport maps) of this process's children,
+    the engine core and its workers."""
+    total = 0
+    for child in psutil.Process().children(recursive=True):
+        status = Path(f"/proc/{child.pid}/status").read_text()
+        total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("RssAnon:"))) * 1024
+    return total
 
 
 def _timed(call) -> float:
@@ -123,28 +139,31 @@ async def bench_size(name: str, repeats: int, bandwidth: float) -> list[dict]:
         config = load_config(REPO / "configs/quickstart.yaml", [f"model.path={tmp}/model", "model.dtype=bfloat16"])
         engine = VLLMEngine(engine_spec(config))
         rows = []
+        transports = {
+            "file": FileTransport.from_config(FileTransportConfig(), engines=1),
+            "collective": CollectiveTransport.from_config(CollectiveTransportConfig(backend="gloo"), engines=1),
+        }
         try:
-            transports = {
-                "file": FileTransport.from_config(FileTransportConfig(), engines=1),
-                "collective": CollectiveTransport.from_config(CollectiveTransportConfig(backend="gloo"), engines=1),
-            }
-            for t, (transport_name, transport) in enumerate(transports.items()):
-                try:
-                    times = await sync_times(engine, transport, state, probe, 1 + t * (repeats + 1), repeats)
-                finally:
-                    transport.close()
+            runs = [(t, shadow) for t in transports for shadow in (False, True)]
+            for r, (transport_name, shadow) in enumerate(runs):
+                engine.shadow = shadow  # weights.shadow, switched on the same engine so that both settings meet the same process
+                before = engine_anonymous_bytes()
+                times = await sync_times(engine, transports[transport_name], state, probe, 1 + r * (repeats + 1), repeats)
+                grown = engine_anonymous_bytes() - before  # the first shadow run makes the shadow
                 best = min(x["sync_s"] for x in times)
                 bound = nbytes / bandwidth
                 rows.append({
-                    "model": name, "parameters": params, "bytes": nbytes, "dtype": "bfloat16", "transport": transport_name,
+                    "model": name, "parameters": params, "bytes": nbytes, "dtype": "bfloat16", "transport": transport_name, "shadow": shadow,
                     "sync_s_best": best, "sync_s_median": statistics.median(x["sync_s"] for x in times),
                     "publish_s_median": statistics.median(x["publish_s"] for x in times),
                     "pause_s_median": statistics.median(x["pause_s"] for x in times),
                     "digest_s": digest_s, "probe_trainer_s": probe_trainer_s, "probe_gap_max": max(x["probe_gap"] for x in times),
-                    "copy_bound_s": bound, "ratio_to_copy_bound": best / bound, "times": times,
+                    "copy_bound_s": bound, "ratio_to_copy_bound": best / bound, "engine_memory_growth_bytes": grown, "times": times,
                 })  # fmt: skip
                 print(json.dumps({k: v for k, v in rows[-1].items() if k != "times"}), flush=True)
         finally:
+            for transport in transports.values():
+                transport.close()
             engine.shutdown()
             del engine
             gc.collect()
@@ -166,6 +185,9 @@ def main() -> None:
         "memcpy_bytes_per_s": bandwidth,
         "rows": rows,
         "worst_ratio_to_copy_bound": {t: max(r["ratio_to_copy_bound"] for r in rows if r["transport"] == t) for t in ("file", "collective")},
+        "pause_shadow_over_stop": {
+            f"{a['model']} {a['transport']}": b["pause_s_median"] / a["pause_s_median"] for a, b in zip(rows[::2], rows[1::2], strict=True)
+        },
     }
     (HERE / "results/weight_sync.json").write_text(json.dumps(results, indent=2) + "\n")
 

@@ -1,7 +1,8 @@
 """Every weight version proven on the real engine: each worker checks every tensor it receives against
 the trainer's digest (64-bit XXH3) before loading it. A tensor corrupted in transit or a stale file under a new
-version is refused, naming the replica and the tensor, and the engine does not generate from it:
-requests in flight wait, paused, until a good copy lands. Through the router the version is sent once
+version is refused, naming the replica and the tensor, and the engine does not generate from it: with
+a shadow (the default) the replica goes on with the version before; without, requests in flight wait,
+paused, until a good copy lands. Through the router the version is sent once
 more; a collective whose wire flipped a byte once lands on the re-send, a file corrupt on disk stops the
 run at the second copy."""
 
@@ -21,17 +22,18 @@ from safetensors.torch import save_file
 from tiny_models import save_causal_lm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from flywheel.cluster.workers import Workers, engine_group, start_engines, start_trainer, trainer_spec
+from flywheel.cluster.workers import Workers, engine_group, engine_spec, start_engines, start_trainer, trainer_spec
 from flywheel.config import Config, ModelConfig, load_config
 from flywheel.config.weights import CollectiveTransportConfig
 from flywheel.controller import train
+from flywheel.engines.vllm import VLLMEngine
 from flywheel.envs.arithmetic import make_splits
 from flywheel.rollout.router import EngineRouter
 from flywheel.trainer.logprobs import token_logprobs
 from flywheel.weights.base import WeightsCorrupt
 from flywheel.weights.collective import CollectiveTransport
 from flywheel.weights.file import FileTransport
-from flywheel.weights.probe import TOLERANCE, probe_of, probe_tokens
+from flywheel.weights.probe import TOLERANCE, Probe, probe_of, probe_tokens
 
 
 def flip_byte(path, tensor: str) -> None:
@@ -56,6 +58,8 @@ class FlakyWire(CollectiveTransport):
 
 
 def test_corrupt_and_stale_copies_are_refused_and_never_sampled_from(shared_engine, config, tmp_path):
+    """With a shadow (the default) the refused copy never reaches the live model: the requests in flight
+    finish on the version before, and a new request is answered without another load."""
     model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
     original = model.state_dict()
     moved = {name: tensor + 0.05 for name, tensor in original.items()}
@@ -77,17 +81,17 @@ def test_corrupt_and_stale_copies_are_refused_and_never_sampled_from(shared_engi
                 WeightsCorrupt, match=r"engine replica 0: weights version 901: tensor model.layers.0.mlp.down_proj.weight arrived with digest"
             ):
                 await shared_engine.load_weights(bad)
-            await asyncio.sleep(2.0)
-            assert not generating.done()  # paused: nothing is sampled from a half-loaded model
-            with pytest.raises(
-                WeightsCorrupt, match=r"tensor model.layers.0.mlp.down_proj.weight arrived .*, again after it was re-sent; stopping the run"
-            ):
-                await router.load_weights(bad)  # the re-read file is as corrupt
-            await shared_engine.load_weights(by_file.publish(original, 902))  # a good copy resumes it
-            return await generating
+            assert not generating.done()  # the refusal came while they were in flight
+            answered = await asyncio.wait_for(shared_engine.generate(prompts[:1], 1, 0.0, 1, 0), 60)  # not paused
+            return await generating, answered
 
-        completions = [c for group in asyncio.run(load_while_generating()) for c in group]
-        assert {v for c in completions for v in c.weight_versions} <= {900, 902}
+        completions, answered = asyncio.run(load_while_generating())
+        assert {v for group in completions for c in group for v in c.weight_versions} == {900}
+        assert answered[0][0].weight_versions == (900,)
+        with pytest.raises(
+            WeightsCorrupt, match=r"tensor model.layers.0.mlp.down_proj.weight arrived .*, again after it was re-sent; stopping the run"
+        ):
+            asyncio.run(router.load_weights(bad))  # the re-read file is as corrupt
         assert lines == [lines[0]] and "sending weights version 901 again" in lines[0]
 
         # stale: the file handed out as version 904 holds version 903's tensors
@@ -98,7 +102,7 @@ def test_corrupt_and_stale_copies_are_refused_and_never_sampled_from(shared_engi
         with pytest.raises(WeightsCorrupt, match="engine replica 0: weights version 904: tensor .* arrived with digest"):
             asyncio.run(shared_engine.load_weights(stale))
     finally:
-        asyncio.run(shared_engine.load_weights(by_file.publish(original, 905)))  # resumes it; later tests expect the shipped model
+        asyncio.run(shared_engine.load_weights(by_file.publish(original, 905)))  # later tests expect the shipped model
         by_file.close()
 
 
@@ -222,36 +226,103 @@ def test_the_probe_refuses_a_tied_output_layer_the_engine_never_repacked(shared_
         by_file.close()
 
 
-def test_completions_sampled_from_a_load_the_probe_refuses_are_sampled_again(shared_engine, config, tmp_path):
-    """Requests in flight across a load whose probe fails (its expected logprobs are another version's):
-    the engine pauses again, and once a good version lands every completion holds tokens of the old
-    and the good version only, none of the refused one."""
-    model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
-    original = model.state_dict()
+def probe_for(model) -> Probe:
+    """The probe a trainer publishes with ``model``'s weights."""
     tokens = probe_tokens(model.config.vocab_size)
     with torch.no_grad():
-        probe = probe_of(tokens, token_logprobs(model, tokens, torch.ones_like(tokens)), TOLERANCE["float32"])
+        return probe_of(tokens, token_logprobs(model, tokens, torch.ones_like(tokens)), TOLERANCE["float32"])
+
+
+def test_completions_sampled_from_a_load_the_probe_refuses_are_sampled_again(shared_engine, config, tmp_path):
+    """Requests in flight across a load whose probe fails (its expected logprobs are another version's):
+    the replica goes back to the version before (the shadow holds it), and every completion holds tokens
+    of the old and the next good version only, none of the refused one."""
+    model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
+    original, probe = model.state_dict(), probe_for(model)
     moved = {name: tensor + 0.05 for name, tensor in original.items()}
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
     prompts = [tokenizer.encode(p.prompt) for p in make_splits(3, 3, 1024, 1)[0]]  # several seconds of generation
     by_file = FileTransport(tmp_path / "weights")
     try:
         asyncio.run(shared_engine.load_weights(by_file.publish(original, 919)))
+        greedy = [g[0].token_ids for g in asyncio.run(shared_engine.generate(prompts[:8], 1, 0.0, 8, 0))]
+
+        def refused(version: int):  # moved weights under the probe of the original
+            return dataclasses.replace(by_file.publish(moved, version), probe=probe)
 
         async def generate_across_a_refused_load():
             generating = asyncio.create_task(shared_engine.generate(prompts, 8, 1.0, 8, 0))
             await asyncio.sleep(1.0)
-            with pytest.raises(WeightsCorrupt, match=r"engine replica 0: weights version 920: the probe's logprob .* over the tolerance 0.01"):
-                await shared_engine.load_weights(dataclasses.replace(by_file.publish(moved, 920), probe=probe))  # the probe of the original
-            await asyncio.sleep(1.0)
+            with pytest.raises(
+                WeightsCorrupt,
+                match=r"engine replica 0: weights version 920: the probe's logprob .* over the tolerance 0.01 \(weights.probe_tolerance\); the replica went back to weights version 919",
+            ):
+                await shared_engine.load_weights(refused(920))
             assert not generating.done()
             loaded = await shared_engine.load_weights(dataclasses.replace(by_file.publish(original, 921), probe=probe))
             assert loaded.probe_gap < 1e-3
             return await generating
 
-        completions = [c for group in asyncio.run(generate_across_a_refused_load()) for c in group]
-        versions = {v for c in completions for v in c.weight_versions}
+        completions = asyncio.run(generate_across_a_refused_load())
+        versions = {v for group in completions for c in group for v in c.weight_versions}
         assert 920 not in versions and 921 in versions, versions
+
+        with pytest.raises(WeightsCorrupt, match="went back to weights version 921"):
+            asyncio.run(shared_engine.load_weights(refused(922)))
+        rolled_back = asyncio.run(shared_engine.generate(prompts[:8], 1, 0.0, 8, 0))
+        assert [g[0].token_ids for g in rolled_back] == greedy and {v for g in rolled_back for v in g[0].weight_versions} == {921}
     finally:
-        asyncio.run(shared_engine.load_weights(by_file.publish(original, 922)))
+        asyncio.run(shared_engine.load_weights(by_file.publish(original, 923)))
+        by_file.close()
+
+
+def test_without_a_shadow_a_refused_copy_leaves_the_replica_paused_until_a_good_one_lands(config, tmp_path):
+    """``weights.shadow=false`` on an engine of its own (in this process, so that the test can switch it):
+    the load pauses generation, a corrupt copy or a probe over its tolerance leaves it paused (the model
+    may hold some of the new layers), and requests in flight are answered from the old and the next good
+    version only. Switched to a shadow afterwards, the engine loads each version into it."""
+    engine = VLLMEngine(engine_spec(config.model_copy(update={"weights": config.weights.model_copy(update={"shadow": False})})))
+    model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
+    original, probe = model.state_dict(), probe_for(model)
+    moved = {name: tensor + 0.05 for name, tensor in original.items()}
+    moved_model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
+    moved_model.load_state_dict(moved)
+    tokenizer = AutoTokenizer.from_pretrained(config.model.path)
+    prompts = [tokenizer.encode(p.prompt) for p in make_splits(3, 3, 1024, 1)[0]]
+    by_file = FileTransport(tmp_path / "weights")
+
+    def corrupt():
+        update = by_file.publish(moved, 2)
+        flip_byte(update.path, "model.layers.0.mlp.down_proj.weight")
+        return update
+
+    async def refused_while_generating(update, error: str, before: int, good: int) -> None:
+        generating = asyncio.create_task(engine.generate(prompts, 8, 1.0, 8, 0))
+        await asyncio.sleep(0.5)
+        with pytest.raises(WeightsCorrupt, match=error):
+            await engine.load_weights(update)
+        waiting = asyncio.create_task(engine.generate(prompts[:1], 1, 0.0, 1, 0))
+        done, _ = await asyncio.wait({waiting}, timeout=3.0)
+        assert not done and not generating.done()  # paused
+        await engine.load_weights(dataclasses.replace(by_file.publish(original, good), probe=probe))  # a good copy resumes it
+        completions = await generating + await waiting
+        assert {v for group in completions for c in group for v in c.weight_versions} <= {before, good}
+
+    async def scenario() -> None:
+        await engine.load_weights(by_file.publish(original, 1))
+        await refused_while_generating(corrupt(), "weights version 2: tensor model.layers.0.mlp.down_proj.weight arrived with digest", 1, 4)
+        refused = dataclasses.replace(by_file.publish(moved, 3), probe=probe)  # the probe of the original
+        await refused_while_generating(
+            refused, r"weights version 3: the probe's logprob .* over the tolerance 0.01 \(weights.probe_tolerance\)$", 4, 5
+        )
+
+        # switched to a shadow after reloads without: the shadow, made from a model vLLM has reloaded, takes each version in
+        engine.shadow = True
+        for version, (weights, expected) in enumerate(((moved, probe_for(moved_model)), (original, probe)), 6):
+            assert (await engine.load_weights(dataclasses.replace(by_file.publish(weights, version), probe=expected))).probe_gap < 1e-3
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        engine.shutdown()
         by_file.close()

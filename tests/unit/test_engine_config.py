@@ -37,7 +37,7 @@ def test_sections_default_to_their_first_member_and_round_trip(tmp_path):
         (["engine.kv_cache_gib=0"], "bad value for 'engine.kv_cache_gib': Input should be greater than or equal to 1 (got 0)"),
         (["engine.name=sglang"], "bad value for 'engine': engine.name must be one of: vllm"),
         (["rollout.kv_cache_gib=1"], "unknown key 'rollout.kv_cache_gib'"),
-        (["weights.dir=/x"], "unknown key 'weights.dir' (known keys here: probe, probe_tolerance, name, directory)"),
+        (["weights.dir=/x"], "unknown key 'weights.dir' (known keys here: probe, probe_tolerance, shadow, name, directory)"),
         (["weights.name=collective", "weights.bucket_mb=0"], "bad value for 'weights.bucket_mb': Input should be greater than 0 (got 0)"),
         (["weights.name=nccl"], "bad value for 'weights': weights.name must be one of: file, collective"),
     ],

@@ -20,6 +20,12 @@ class VersionProof(BaseModel):
     probe_tolerance: float | None = Field(
         None, gt=0, description="Largest |engine - trainer| logprob a probe token may show; null: by model.dtype (float32 0.01, bfloat16 1.0)."
     )
+    shadow: bool = Field(
+        True,
+        description="Each engine worker loads a new version into a shadow copy of the model while it goes on generating with the version "
+        "before, and switches between two engine steps: the pause is the switch, not the load. Costs one more copy of the weights per "
+        "engine worker; false pauses generation for the whole load. Not with vLLM's NCCL receiver (the collective transport on GPU).",
+    )
 
 
 class FileTransportConfig(VersionProof):

@@ -1,14 +1,18 @@
 """vLLM engine: with engines/vllm_transfer.py and engines/vllm_plugin.py, the only modules of flywheel that import vllm.
 
-The engine is vLLM's ``AsyncLLM``. A weight update lands while requests are being generated: it
-pauses the scheduler keeping the running requests (``pause_generation(mode="keep")``, which also drops
-the prefix cache: it holds keys of the old weights), runs vLLM's weight-transfer session on every
-worker (``init_weight_transfer_engine`` once per group, then ``start_weight_update``,
-``update_weights``, ``finish_weight_update``, which labels the new weights with their version) and
-resumes. Each worker checks every tensor against the trainer's digest as it arrives, and the replica
-then runs the version's probe (weights/probe.py); a refused version leaves generation paused
-(``WeightsCorrupt``) until a good copy lands. The transfer engine is vLLM's own NCCL engine for the
-collective transport on GPU, flywheel's (engines/vllm_transfer.py) otherwise. vLLM's engine core stamps every step's outputs with
+The engine is vLLM's ``AsyncLLM``. A weight update lands while requests are being generated, through
+vLLM's weight-transfer session on every worker (``init_weight_transfer_engine`` once per group, then
+``start_weight_update``, ``update_weights``, ``finish_weight_update``, which labels the new weights with
+their version). With a shadow (``weights.shadow``, the default) the workers load the version into a
+shadow of the model while the live one generates, and the scheduler pauses (keeping the running
+requests, dropping the prefix cache: it holds keys of the old weights) only for the trade between two
+steps; without one it pauses for the whole load. Each worker checks every tensor against the trainer's
+digest as it arrives, and the replica then runs the version's probe (weights/probe.py); a refused
+version (``WeightsCorrupt``) reaches no completion: completions holding tokens of a version whose probe
+fails are sampled again. With a shadow the replica goes on with the version before (a corrupt copy is
+not traded, a failed probe trades back); without one, generation stays paused until a good copy lands. The transfer engine is
+vLLM's own NCCL engine for the collective transport on GPU (no shadow there), flywheel's
+(engines/vllm_transfer.py) otherwise. vLLM's engine core stamps every step's outputs with
 the label of the weights that computed them, and a finished request carries them as spans of its
 tokens (``CompletionOutput.weight_versions``): a completion that spans an update says exactly which
 tokens came from which weights, so a request is answered once, when it ends (``FINAL_ONLY``).
@@ -28,6 +32,7 @@ from flywheel.engines.base import Loaded
 from flywheel.engines.heap import freeze_startup_heap
 from flywheel.engines.remote import ServesBatches
 from flywheel.engines.spec import EngineSpec
+from flywheel.engines.vllm_plugin import BACKEND
 from flywheel.types import Completion
 from flywheel.weights.base import WeightsCorrupt, WeightUpdate
 from flywheel.weights.probe import Probe, worst_gap
@@ -45,6 +50,9 @@ def engine_env(options: VLLMConfig, cpu: bool) -> dict[str, str]:
     if cpu:
         env |= {"VLLM_CPU_KVCACHE_SPACE": str(options.kv_cache_gib), "VLLM_CPU_OMP_THREADS_BIND": options.cpu_bind}
     return env
+
+
+SHADOW_POLL_S = 0.01  # how often the front end asks the workers whether their shadow load is over
 
 
 def cpu_list(spec: str) -> set[int]:
@@ -107,10 +115,12 @@ class VLLMEngine(ServesBatches):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.backend = spec.weights.engine_backend(cuda=not cpu)  # vLLM's weight-transfer backend
+        self.shadow = spec.weights.shadow and self.backend == BACKEND  # loads into a shadow while generating (vllm_transfer.py)
         self.llm = AsyncLLM.from_engine_args(
             AsyncEngineArgs(
                 **engine_args(spec, cpu),
                 weight_transfer_config={"backend": self.backend},
+                worker_extension_cls="flywheel.engines.vllm_transfer.WorkerMethods",
             ),
             # vLLM's batch-generation defaults for what the config leaves to vLLM, as ``vllm.LLM`` gets them
             # (on CPU 4096 tokens per step, not the 2048 of an engine context): a rollout is a batch job
@@ -119,6 +129,7 @@ class VLLMEngine(ServesBatches):
         self.replica = spec.replica
         self.group: str | None = None  # the weight-transfer group the workers have joined
         self.weight_version = 0
+        self.label = VLLM_INITIAL_LABEL  # the label of the weights the replica serves
         self.request_ids = itertools.count()  # unique within this engine, which is all vLLM asks of an id
         self.loads = itertools.count(1)
         self.proofs: dict[str, asyncio.Future[bool]] = {}  # weights label -> whether its probe passed: pending, or refused
@@ -170,30 +181,23 @@ class VLLMEngine(ServesBatches):
         generation was paused and the probe's gap. ``finish_weight_update`` labels the new weights with
         ``update.version`` before generation resumes: every token sampled after it carries that version.
 
-        A tensor that arrives corrupt raises ``WeightsCorrupt`` and leaves generation paused (the model
-        may hold some of the new layers): only a good load of some version resumes it. With a probe, the
-        load is labelled ``"<version>.<load>"`` and the probe runs once generation resumes; completions
-        holding tokens of that label wait for its verdict, and when the probe's gap is over its
-        tolerance, generation pauses again, they are sampled again once a load passes, and
-        ``WeightsCorrupt`` names the gap.
+        With a shadow (``weights.shadow``, flywheel's transfer engine) every worker loads the version into
+        its shadow while the live model generates, and the pause is the trade between two steps; otherwise
+        generation pauses for the whole load. A tensor that arrives corrupt raises ``WeightsCorrupt``: with
+        a shadow the replica goes on with the version it serves; without, it stays paused (the model may
+        hold some of the new layers) until a good load resumes it. With a probe, the load is labelled
+        ``"<version>.<load>"`` and the probe runs once generation resumes; completions holding tokens of
+        that label wait for its verdict, and when the probe's gap is over its tolerance the replica rolls
+        back to the version before (with a shadow) or pauses again (without), those completions are
+        sampled again, and ``WeightsCorrupt`` names the gap.
         """
-        loop = asyncio.get_running_loop()
         label = str(update.version) if update.probe is None else f"{update.version}.{next(self.loads)}"
-        paused = loop.time()
-        await self.llm.pause_generation(mode="keep")
-        try:
-            await self._load(update, label)
-        except BaseException as error:
-            if isinstance(error, Exception) and (corrupt := WeightsCorrupt.in_error(error)) is not None:  # stays paused: a good copy must land first
-                raise WeightsCorrupt(f"engine replica {self.replica}: {corrupt}") from None
-            await self.llm.resume_generation()
-            raise
-        if update.probe is not None:
-            self.proofs[label] = loop.create_future()
-        await self.llm.resume_generation()
-        paused = loop.time() - paused
+        shadow = self.shadow
+        paused = await (self._trade if shadow else self._stop_and_load)(update, label)
+        previous, self.label = self.label, label
         gap = None
         if update.probe is not None:
+            self.proofs[label] = asyncio.get_running_loop().create_future()
             try:
                 gap = worst_gap(update.probe, await self._probe_logprobs(update.probe))
             finally:
@@ -201,16 +205,73 @@ class VLLMEngine(ServesBatches):
                 self.proofs[label].set_result(proven)
                 if proven:
                     del self.proofs[label]  # a label without a proof is a proven one
+                elif shadow:
+                    await self._paused(self._roll_back(previous))
                 else:
-                    await self.llm.pause_generation(mode="keep")
+                    await self._pause()
             if not proven:
                 raise WeightsCorrupt(
                     f"engine replica {self.replica}: weights version {update.version}: the probe's logprob of token {gap.position} of sequence "
                     f"{gap.sequence} is {gap.engine:.6g} on the engine, {gap.trainer:.6g} on the trainer: a gap of {gap.size:.3g}, over "
                     f"the tolerance {update.probe.tolerance:g} (weights.probe_tolerance)"
+                    + (f"; the replica went back to weights version {self.weight_version}" if shadow else "")
                 )
         self.weight_version = update.version
         return Loaded(paused, None if gap is None else gap.size)
+
+    async def _stop_and_load(self, update: WeightUpdate, label: str) -> float:
+        """Pauses generation, loads ``update`` into the live model, resumes; the seconds paused. A corrupt
+        copy leaves generation paused: only a good load of some version resumes it."""
+        start = await self._pause()
+        try:
+            await self._begin(update)
+            await self.llm.finish_weight_update(label)
+        except BaseException as error:
+            if isinstance(error, Exception) and (corrupt := WeightsCorrupt.in_error(error)) is not None:
+                raise WeightsCorrupt(f"engine replica {self.replica}: {corrupt}") from None
+            await self._resume()
+            raise
+        return await self._resume() - start
+
+    async def _trade(self, update: WeightUpdate, label: str) -> float:
+        """Loads ``update`` into every worker's shadow while generation goes on, then pauses for the trade
+        only; the seconds paused. A corrupt copy trades nothing: the replica goes on with its version."""
+        await self._begin(update, shadow=True)
+        while None in (states := await self.llm.collective_rpc("flywheel_load_state")):
+            await asyncio.sleep(SHADOW_POLL_S)
+        if failed := next((state for state in states if state), None):
+            await self.llm.collective_rpc("finish_weight_update")  # ends the session; the live weights stay
+            corrupt = WeightsCorrupt.in_error(RuntimeError(failed))
+            if corrupt is None:
+                raise RuntimeError(f"engine replica {self.replica}: loading weights version {update.version}: {failed}")
+            raise WeightsCorrupt(f"engine replica {self.replica}: {corrupt}")
+        return await self._paused(self.llm.finish_weight_update(label))
+
+    async def _roll_back(self, label: str) -> None:
+        await self.llm.collective_rpc("flywheel_roll_back")
+        await self.llm.update_weight_version(label)
+        self.label = label
+
+    async def _paused(self, work) -> float:
+        """Awaits ``work`` with generation paused; the seconds paused."""
+        start = await self._pause()
+        try:
+            await work
+        finally:
+            end = await self._resume()
+        return end - start
+
+    async def _pause(self) -> float:
+        """Pauses the scheduler, keeping requests in flight and dropping the prefix cache (it holds keys
+        of the weights before); the time, once no step runs. vLLM's ``pause_generation`` sleeps 20 ms more
+        after the engine has paused, for the order of its outputs only."""
+        await self.llm.engine_core.pause_scheduler_async(mode="keep", clear_cache=True)
+        return asyncio.get_running_loop().time()
+
+    async def _resume(self) -> float:
+        end = asyncio.get_running_loop().time()
+        await self.llm.resume_generation()
+        return end
 
     async def _probe_logprobs(self, probe: Probe) -> list[list[float]]:
         """The engine's logprobs of the probe's tokens (position 1 on), from a prefill of each sequence."""
@@ -226,8 +287,9 @@ class VLLMEngine(ServesBatches):
 
         return list(await asyncio.gather(*(prefill(tokens) for tokens in probe.tokens)))
 
-    async def _load(self, update: WeightUpdate, label: str) -> None:
-        """vLLM's weight-transfer session for ``update`` on every worker (joining its group first when new)."""
+    async def _begin(self, update: WeightUpdate, shadow: bool = False) -> None:
+        """Starts vLLM's weight-transfer session for ``update`` on every worker (joining its group first when
+        new) and hands it the update; the session stays open for ``finish_weight_update``."""
         from vllm.distributed.weight_transfer.base import WeightTransferInitRequest, WeightTransferUpdateRequest
 
         payload = pickle.dumps(update)  # vLLM's RPC carries bytes; a dataclass would arrive as a dict
@@ -237,9 +299,8 @@ class VLLMEngine(ServesBatches):
             await self.llm.init_weight_transfer_engine(WeightTransferInitRequest(init))
             self.group = update.group
         await self.llm.start_weight_update()
-        info = update.nccl_update_info() if self.backend == "nccl" else {"update": payload}
+        info = update.nccl_update_info() if self.backend == "nccl" else {"update": payload, "shadow": shadow}
         await self.llm.update_weights(WeightTransferUpdateRequest(info))
-        await self.llm.finish_weight_update(label)
 
     def shutdown(self) -> None:
         self.llm.shutdown()
