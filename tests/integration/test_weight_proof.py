@@ -26,6 +26,7 @@ from flywheel.cluster.workers import Workers, engine_group, engine_spec, start_e
 from flywheel.config import Config, ModelConfig, load_config
 from flywheel.config.weights import CollectiveTransportConfig
 from flywheel.controller import train
+from flywheel.engines.heap import startup_heap_frozen
 from flywheel.engines.vllm import VLLMEngine
 from flywheel.envs.arithmetic import make_splits
 from flywheel.rollout.router import EngineRouter
@@ -281,6 +282,11 @@ def test_without_a_shadow_a_refused_copy_leaves_the_replica_paused_until_a_good_
     the load pauses generation, a corrupt copy or a probe over its tolerance leaves it paused (the model
     may hold some of the new layers), and requests in flight are answered from the old and the next good
     version only. Switched to a shadow afterwards, the engine loads each version into it."""
+    with startup_heap_frozen():  # VLLMEngine freezes the heap of the process it starts in: here the test session's
+        run_without_a_shadow(config, tmp_path)
+
+
+def run_without_a_shadow(config, tmp_path) -> None:
     engine = VLLMEngine(engine_spec(config.model_copy(update={"weights": config.weights.model_copy(update={"shadow": False})})))
     model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
     original, probe = model.state_dict(), probe_for(model)
