@@ -20,6 +20,7 @@ import os
 import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -232,16 +233,12 @@ def start_workers(
     a test's shared engine), and hand them back at the end (``Workers.hand_back``); only the trainer is
     started then."""
     given = engines is not None
-    if given or not spec.engines.placement.apart_from_trainer:
-        served = engines if given else start_engines(spec.engines)
-        try:
-            trainer = start_trainer(spec.trainer, transport, trainer_class)
-        except BaseException:
-            if not given:
-                for engine in served:
-                    engine.shutdown()
-            raise
+    if given:
+        served, trainer = engines, start_trainer(spec.trainer, transport, trainer_class)
         avoid = trainer.node_ids() if spec.engines.placement.apart_from_trainer else []
+    elif not spec.engines.placement.apart_from_trainer:
+        served, trainer = start_side_by_side(spec, transport, trainer_class)
+        avoid = []
     else:
         trainer = start_trainer(spec.trainer, transport, trainer_class)
         try:
@@ -252,6 +249,33 @@ def start_workers(
             raise
     restart, rejoin = replacements(spec.engines, trainer, avoid_nodes=avoid)
     return Workers(served, trainer, restart, rejoin, engine_restarts, hand_back=given, notes=spec.notes)
+
+
+def start_side_by_side(spec: RunSpec, transport: WeightTransport, trainer_class: type | None) -> tuple[list[Engine], TrainerGroup]:
+    """The engines and, from a thread, the trainer group at once: each start is mostly processes importing
+    and loading on their own, so the run waits for the slower one only (quickstart: 28 s of engine and
+    11 s of trainer). Under mpirun (the trainer's ranks are this process and its MPI peers) the engines
+    first, then the trainer here. What started is stopped if the other fails."""
+    from flywheel.cluster.mpi import launched_by_mpi
+
+    connect(spec.engines.placement.cluster)  # once, before two threads use Ray
+    pool = ThreadPoolExecutor(1, thread_name_prefix="start-trainer")
+    starting = None if launched_by_mpi() else pool.submit(start_trainer, spec.trainer, transport, trainer_class)
+    try:
+        served = start_engines(spec.engines)
+    except BaseException:
+        pool.shutdown()  # waits for the trainer's start, to stop it
+        if starting and not starting.exception():
+            starting.result().shutdown()
+        raise
+    try:
+        return served, starting.result() if starting else start_trainer(spec.trainer, transport, trainer_class)
+    except BaseException:
+        for engine in served:
+            engine.shutdown()
+        raise
+    finally:
+        pool.shutdown()
 
 
 def connect(cluster: RayCluster) -> None:
