@@ -161,9 +161,11 @@ class VLLMEngine(ServesBatches):
         )
         async for output in self.llm.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id=str(next(self.request_ids))):
             final = output
-        labels = {span.version for sample in final.outputs for span in sample.weight_versions or ()}
-        proven = await asyncio.gather(*(self.proofs[label] for label in labels if label in self.proofs))
-        if not all(proven):  # some tokens came from a load the probe refused: sampled again, on weights that pass
+        labels = {span.version for sample in final.outputs for span in sample.weight_versions or ()} if self.proofs else ()
+        verdicts = [self.proofs[label] for label in labels if label in self.proofs]  # of loads whose probe has not passed
+        if verdicts and not all(
+            await asyncio.gather(*verdicts)
+        ):  # some tokens came from a load the probe refused: sampled again, on weights that pass
             return await self._complete(prompt, n, temperature, max_tokens, seed, stop)
         return [
             Completion(
@@ -202,13 +204,13 @@ class VLLMEngine(ServesBatches):
                 gap = worst_gap(update.probe, await self._probe_logprobs(update.probe))
             finally:
                 proven = gap is not None and gap.size <= update.probe.tolerance
-                self.proofs[label].set_result(proven)
-                if proven:
-                    del self.proofs[label]  # a label without a proof is a proven one
-                elif shadow:
-                    await self._paused(self._roll_back(previous))
-                else:
-                    await self._pause()
+                try:  # a refused version is out of service before the completions waiting on it are sampled again
+                    if not proven:
+                        await (self._paused(self._roll_back(previous)) if shadow else self._pause())
+                finally:
+                    self.proofs[label].set_result(proven)
+                    if proven:
+                        del self.proofs[label]  # a label without a proof is a proven one
             if not proven:
                 raise WeightsCorrupt(
                     f"engine replica {self.replica}: weights version {update.version}: the probe's logprob of token {gap.position} of sequence "
