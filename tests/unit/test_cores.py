@@ -4,9 +4,10 @@ from a config (cluster/workers.py)."""
 from pathlib import Path
 
 import pytest
+import torch
 
 from flywheel.cluster.cores import as_cpu_list, halves, split_for_async
-from flywheel.cluster.workers import Placement, RayCluster, RewardModelSpec, engine_options, run_spec
+from flywheel.cluster.workers import Placement, RayCluster, RewardModelSpec, bf16_note, engine_options, local_run_spec, run_spec
 from flywheel.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,3 +125,12 @@ def test_a_judge_of_its_own_and_a_reward_model_are_specified_from_their_sections
     assert spec.judge.replicas == 1 and spec.judge.spec.model == "assets/tiny-adder" and spec.judge.placement.cpus == 0
     assert spec.judge.spec.options.cpu_bind == "0"  # on the engines' half of the split
     assert spec.reward_model == RewardModelSpec("assets/tiny-adder", batch_size=16, max_length=2048, threads=1)
+
+
+def test_a_bf16_run_on_a_cpu_without_bf16_instructions_is_told_that_float32_trains_faster():
+    bf16 = quickstart("model.dtype=bfloat16")
+    assert "model.dtype=float32 trains faster" in bf16_note(bf16, cpu_lacks_bf16=True)
+    assert bf16_note(bf16, cpu_lacks_bf16=False) is None
+    assert bf16_note(quickstart(), cpu_lacks_bf16=True) is None  # float32
+    lacks = not torch.cuda.is_available() and not torch.ops.mkldnn._is_mkldnn_bf16_supported()  # this machine
+    assert [bf16_note(bf16, True)] * lacks == [note for note in local_run_spec(bf16).notes if "bfloat16" in note]

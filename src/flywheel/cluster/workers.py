@@ -188,7 +188,21 @@ def local_run_spec(config: Config) -> RunSpec:
     from flywheel.cluster.mpi import launched_by_mpi
 
     cores = () if launched_by_mpi() else os.sched_getaffinity(0)
-    return run_spec(config, cores, torch.cuda.is_available())
+    gpu = torch.cuda.is_available()
+    spec = run_spec(config, cores, gpu)
+    slow = not gpu and config.cluster.address is None and not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return replace(spec, notes=(*spec.notes, note)) if (note := bf16_note(config, slow)) else spec
+
+
+def bf16_note(config: Config, cpu_lacks_bf16: bool) -> str | None:
+    """A line for the run's log when the trainer computes in bf16 on a CPU that has no bf16 matrix
+    instructions (AVX-512 bf16 or AMX; ``cpu_lacks_bf16``), where torch emulates them."""
+    if config.model.dtype != "bfloat16" or not cpu_lacks_bf16:
+        return None
+    return (
+        "model.dtype=bfloat16 on a CPU without bf16 matrix instructions (AVX-512 bf16 or AMX): torch emulates them, and the "
+        "trainer's bf16 matmuls run 4-115x slower than float32 here (bench/bf16_matmul.md); model.dtype=float32 trains faster"
+    )
 
 
 @dataclass

@@ -21,7 +21,8 @@ class ModelConfig(Section):
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32",
         description="Compute dtype of trainer and engine. bfloat16: mixed precision in the trainer (fp32 master weights and optimiser state, "
-        "bf16 forward and backward, fp32 gradient reduction and logprobs), bf16 weights in the engine.",
+        "bf16 forward and backward, fp32 gradient reduction and logprobs), bf16 weights in the engine. On a CPU without bf16 matrix "
+        "instructions (AVX-512 bf16 or AMX) torch emulates bf16 and float32 trains faster (bench/bf16_matmul.md); the run's log says so.",
     )
 
 
