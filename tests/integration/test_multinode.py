@@ -182,19 +182,21 @@ def generating(run_dir: Path, replicas: int = 2) -> int | None:
 
 
 def freeze_while_generating(node: Node, run_dir: Path, timeout_s: float = 600) -> None:
-    """SIGSTOPs the node's Ray workers (its replica, vLLM's engine core) once they have been busy for
-    0.6 s in a row while the run only generates (``generating``), so requests are in flight there;
-    resumes them and tries again if the run left that window before they stopped, or if the step
-    still ended once the run went quiet (they held none)."""
+    """SIGSTOPs the node's Ray workers (its replica, vLLM's engine core, its rollout worker) once the replica
+    has been busy for 0.6 s in a row while the run only generates (``generating``), so requests are in
+    flight on it; resumes them and tries again if the run left that window before they stopped, or if
+    the step still ended once the run went quiet (they held none). The replica's CPU alone tells: a busy
+    rollout worker there may hold groups bound for the other replica while its own has finished, and
+    then nothing would ask the killed replica anything before the next weight load."""
     deadline = time.monotonic() + timeout_s
     while True:
         busy, steps = 0, generating(run_dir)
         while busy < 3 and steps is not None and generating(run_dir) == steps:
             assert time.monotonic() < deadline, "the doomed replica never generated"
-            workers = ray_workers(node)
-            before = cpu_seconds(workers)
+            replica = ray_workers(node, "VLLMEngine")
+            before = cpu_seconds(replica)
             time.sleep(0.2)
-            busy = busy + 1 if cpu_seconds(workers) - before > 0.04 else 0
+            busy = busy + 1 if cpu_seconds(replica) - before > 0.04 else 0
         assert time.monotonic() < deadline, "the doomed replica never generated"
         if busy < 3:
             time.sleep(0.1)

@@ -201,7 +201,7 @@ def bf16_note(config: Config, cpu_lacks_bf16: bool) -> str | None:
         return None
     return (
         "model.dtype=bfloat16 on a CPU without bf16 matrix instructions (AVX-512 bf16 or AMX): torch emulates them, and the "
-        "trainer's bf16 matmuls run 4-115x slower than float32 here (bench/bf16_matmul.md); model.dtype=float32 trains faster"
+        "trainer's bf16 matmuls run 6-166x slower than float32 here (bench/bf16_matmul.md); model.dtype=float32 trains faster"
     )
 
 
