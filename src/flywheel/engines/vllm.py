@@ -163,9 +163,8 @@ class VLLMEngine(ServesBatches):
             final = output
         labels = {span.version for sample in final.outputs for span in sample.weight_versions or ()} if self.proofs else ()
         verdicts = [self.proofs[label] for label in labels if label in self.proofs]  # of loads whose probe has not passed
-        if verdicts and not all(
-            await asyncio.gather(*verdicts)
-        ):  # some tokens came from a load the probe refused: sampled again, on weights that pass
+        # some tokens came from a load the probe refused: sampled again, on weights that pass
+        if verdicts and not all(await asyncio.gather(*verdicts)):
             return await self._complete(prompt, n, temperature, max_tokens, seed, stop)
         return [
             Completion(
