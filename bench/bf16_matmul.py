@@ -99,7 +99,7 @@ def main() -> None:
         "# bf16 against fp32 for a linear layer's three matmuls",
         "",
         f"Produced by `{result['command']}` on a {describe(result['machine'])}, torch {result['torch']}, {result['threads']} threads, "
-        f"{args.tokens} tokens, load average {result['load_average']:.2f}; torch hands bf16 to oneDNN: {result['onednn_bf16']}. Best of {args.repeats}; the baseline of each row "
+        f"{args.tokens} tokens, load average {result['load_average']:.2f}; torch hands bf16 to oneDNN: {result['onednn_bf16']}. Best of {args.repeats} (of 2 where one run took over a second); the baseline of each row "
         "is the same matmul in float32 (`bench/bf16_matmul.py` says what each matmul is).",
         "",
         "| layer | matmul | fp32 ms | bf16 ms | bf16 / fp32 | fp32 GFLOP/s | bf16 GFLOP/s |",
