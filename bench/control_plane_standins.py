@@ -35,7 +35,7 @@ class StandInEngines(ServesBatches):
         self.pool = [rng.randrange(3, vocab) for _ in range(1 << 16)]
         self.latency_s, self.version, self.rng = latency_s, 0, rng
 
-    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None) -> list[list[Completion]]:
+    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None, schema=None) -> list[list[Completion]]:
         await asyncio.sleep(self.latency_s * self.rng.lognormvariate(0.0, 0.25))
         logprobs, versions = [-1.0] * max_tokens, (self.version,) * max_tokens
         out = []

@@ -38,7 +38,8 @@ def test_rewards_compose_and_every_sub_score_is_logged(fresh_workers, tmp_path):
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
     for row in rows:
         # reward = the task's exact-answer grade + 0.5 * reward model + 0.25 * judge; the judge here is a
-        # random model on a vLLM engine of its own in the run: its replies never parse, score 0 and are counted
+        # random model on a vLLM engine of its own in the run, its replies cut at 4 tokens inside the verdict's
+        # schema: they never parse, score 0 and are counted
         assert row["judge/parse_fail_rate"] == 1.0 and row["reward/judge/mean"] == 0.0
         assert abs(row["reward/mean"] - (row["reward/task/mean"] + 0.5 * row["reward/reward_model/mean"])) < 1e-5, row
         assert row["reward/reward_model/mean"] != 0.0

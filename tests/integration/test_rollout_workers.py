@@ -84,8 +84,8 @@ def test_a_killed_rollout_worker_is_restarted_and_the_run_reproduces_the_golden_
 
 def test_a_judge_on_the_policy_s_engines_scores_in_the_workers(tmp_path):
     """reward.judge.engine=policy with a rollout worker: the worker's judge asks the replica that made the
-    group. The policy is a tiny random model with room for the judge's prompt: its verdicts never parse,
-    score 0 and are counted, and each took an engine call."""
+    group. The policy is a tiny random model with room for the judge's prompt, its verdicts cut at 8 tokens
+    inside the verdict's schema: they never parse, score 0 and are counted, and each took an engine call."""
     model = save_causal_lm(tmp_path / "policy")
     overrides = [*SYNC, "run.steps=2", "rollout.prompts_per_step=8", "eval.every=100", "eval.greedy=false", "run.progress=false"]
     overrides += [f"model.path={model}", "rollout.workers=1", "reward.judge.enabled=true", "reward.judge.engine=policy"]

@@ -119,7 +119,7 @@ class SlowEngine:
     def __init__(self, delay: float) -> None:
         self.delay = delay
 
-    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None):
+    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None, schema=None):
         await asyncio.sleep(self.delay)
         return [[Completion([5], [-0.1], "7", (1,))] for _ in prompts]
 

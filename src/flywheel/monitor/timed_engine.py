@@ -23,10 +23,17 @@ class TimedEngine:
         self.engine, self.timeline, self.name = engine, timeline, name
 
     async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+        self,
+        prompts: list[list[int]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        stop: list[str] | None = None,
+        schema: dict | None = None,
     ) -> list[list[Completion]]:
         with self.timeline.span(self.name(self), "generate"):
-            return await self.engine.generate(prompts, n, temperature, max_tokens, seed, stop)
+            return await self.engine.generate(prompts, n, temperature, max_tokens, seed, stop, schema)
 
     async def load_weights(self, update: WeightUpdate) -> Loaded:
         start = time.time()

@@ -3,9 +3,12 @@
 The candidate answer is data, never instructions: it sits between delimiters that carry a fresh random nonce per
 call, and every block's text is normalised and defused first (``flywheel.rewards.normalize.defuse_delimiters``:
 NFKC, zero-width and tag characters removed, look-alike bracket runs and block names neutralised), so it cannot
-close its block or open a new one, nor carry an instruction the judge reads but a guard cannot see.
-The judge must reply with exactly one JSON object matching ``Verdict``; anything else scores 0 and is counted in
-``judge/parse_fail_rate``. A reply the parser itself fails on (it raises) gets a ``RewardFault`` for a score:
+close its block or open a new one, nor carry an instruction the judge reads but a guard cannot see; and every block
+is bounded (``bounded``: a longer text reaches the judge as its first and last halves), so an answer cannot bury
+the instructions under what it makes the judge read.
+The judge must reply with exactly one JSON object matching ``Verdict``, and where the judge is ``structured`` its
+decoding is constrained to that schema (an endpoint's ``response_format``, the run's vLLM engines' structured
+outputs), so that no reply can be free text; anything else scores 0 and is counted in ``judge/parse_fail_rate``. A reply the parser itself fails on (it raises) gets a ``RewardFault`` for a score:
 its episode is invalid.
 """
 
@@ -22,6 +25,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from flywheel.config.schema import JudgeConfig
 from flywheel.engines.base import Engine
 from flywheel.rewards.faults import RewardFault
 from flywheel.rewards.normalize import defuse_delimiters
@@ -66,19 +70,35 @@ SYSTEM_PROMPT = (
 )
 
 
-def _block(name: str, text: str, nonce: str) -> str:
-    return f"<<<BEGIN {name} {nonce}>>>\n{defuse_delimiters(text)}\n<<<END {name} {nonce}>>>"
+#: Characters of a question, reference or candidate answer the judge reads at most (``bounded``): the config's default.
+MAX_BLOCK_CHARS: int = JudgeConfig.model_fields["max_block_chars"].default
 
 
-def build_prompt(question: str, candidate: str, reference: str | None = None, *, nonce: str | None = None) -> Messages:
-    """Chat messages asking for a verdict on `candidate`; the reference block is present only when given.
+def bounded(text: str, limit: int) -> str:
+    """`text` when it has at most `limit` characters, else its first and last `limit // 2` characters around a
+    line that says how many were cut (the head keeps the approach, the tail the final answer)."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[len(text) - half :]}"
+
+
+def _block(name: str, text: str, nonce: str, limit: int) -> str:
+    return f"<<<BEGIN {name} {nonce}>>>\n{bounded(defuse_delimiters(text), limit)}\n<<<END {name} {nonce}>>>"
+
+
+def build_prompt(
+    question: str, candidate: str, reference: str | None = None, *, nonce: str | None = None, max_block_chars: int = MAX_BLOCK_CHARS
+) -> Messages:
+    """Chat messages asking for a verdict on `candidate`; the reference block is present only when given, and
+    each block holds at most `max_block_chars` characters of its text (``bounded``).
 
     `nonce` (random per call when None) tags the delimiters; fixing it is for tests."""
     nonce = nonce or secrets.token_hex(8)
-    blocks = [_block("QUESTION", question, nonce)]
+    blocks = [_block("QUESTION", question, nonce, max_block_chars)]
     if reference is not None:
-        blocks.append(_block("REFERENCE ANSWER", reference, nonce))
-    blocks.append(_block("CANDIDATE ANSWER", candidate, nonce))
+        blocks.append(_block("REFERENCE ANSWER", reference, nonce, max_block_chars))
+    blocks.append(_block("CANDIDATE ANSWER", candidate, nonce, max_block_chars))
     blocks.append(f"Grade the candidate answer tagged {nonce}. Reply with the JSON object only.")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(blocks)}]
 
@@ -196,12 +216,11 @@ class OpenAIBackend:
 
 class EngineBackend:
     """An `Engine` of the run (the policy's, through its router so that a restarted replica serves
-    it, or a judge's own): the whole batch in one `generate` call,
+    it, or a judge's own): the whole batch in one `generate` call, constrained to `schema` when given,
     prompts rendered with the chat template of the tokenizer at `tokenizer_path` (plain text when it
-    has none).
-    Its `generate` cannot constrain output, so verdicts rely on the model following the prompt."""
+    has none)."""
 
-    supports_schema = False
+    supports_schema = True
 
     def __init__(self, engine: Engine, tokenizer_path: str, *, max_tokens: int = 256, temperature: float = 0.0, seed: int = 0):
         from transformers import AutoTokenizer
@@ -212,7 +231,7 @@ class EngineBackend:
     async def complete_batch(self, requests: Sequence[Messages], schema: dict | None) -> list[Reply]:
         start = time.perf_counter()
         prompts = [self._ids(messages) for messages in requests]
-        outputs = await self.engine.generate(prompts, 1, self.temperature, self.max_tokens, self.seed)
+        outputs = await self.engine.generate(prompts, 1, self.temperature, self.max_tokens, self.seed, None, schema)
         latency = time.perf_counter() - start
         return [Reply(samples[0].text, 0, latency) for samples in outputs]
 
@@ -252,16 +271,17 @@ def _parse(text: str) -> Verdict | RewardFault | None:
 
 
 class Judge:
-    """Scores a batch of items concurrently through a backend; `structured` asks the endpoint to constrain its
-    reply to the verdict's JSON schema (vLLM's `response_format`)."""
+    """Scores a batch of items concurrently through a backend; `structured` asks the backend to constrain its
+    reply to the verdict's JSON schema (an endpoint's `response_format`, an engine's structured outputs);
+    each text the judge reads is bounded to `max_block_chars` characters (``build_prompt``)."""
 
-    def __init__(self, backend: JudgeBackend, *, structured: bool = False):
+    def __init__(self, backend: JudgeBackend, *, structured: bool = False, max_block_chars: int = MAX_BLOCK_CHARS):
         if structured and not backend.supports_schema:
             raise ValueError(f"{type(backend).__name__} cannot constrain replies to a schema; set structured=False")
-        self.backend, self.structured = backend, structured
+        self.backend, self.structured, self.max_block_chars = backend, structured, max_block_chars
 
     async def ascore(self, items: Sequence[JudgeItem]) -> JudgeResult:
-        requests = [build_prompt(item.question, item.candidate, item.reference) for item in items]
+        requests = [build_prompt(i.question, i.candidate, i.reference, max_block_chars=self.max_block_chars) for i in items]
         replies = await self.backend.complete_batch(requests, VERDICT_SCHEMA if self.structured else None)
         parsed = [_parse(reply.text) for reply in replies]
         verdicts = [v if isinstance(v, Verdict) else None for v in parsed]

@@ -157,7 +157,7 @@ def build_judge(config: JudgeConfig) -> Judge:
         timeout_s=config.timeout_s, max_retries=config.max_retries, backoff_s=config.backoff_s,
         max_tokens=config.max_tokens,
     )  # fmt: skip
-    return Judge(backend, structured=config.structured_output)
+    return Judge(backend, structured=config.structured_output, max_block_chars=config.max_block_chars)
 
 
 def judge_scorer(judge: Judge, weight: float = 1.0) -> Scorer:

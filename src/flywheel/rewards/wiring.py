@@ -40,11 +40,12 @@ def reward_pipeline(
         if score_texts is None:
             raise ValueError("reward.reward_model.path is set but no reward model actor was started for it")
         scorers.append(reward_model_scorer(score_texts, r.reward_model.weight))
-    if r.judge.enabled and r.judge.engine != "endpoint":  # a vLLM engine in the run; it cannot constrain output
+    if r.judge.enabled and r.judge.engine != "endpoint":  # a vLLM engine in the run
         engine, path = policy_engine, config.model.path
         if r.judge.engine == "own":
             if judge_engine is None:
                 raise ValueError("reward.judge.engine is 'own' but no judge engine was started for it")
             engine, path = judge_engine, r.judge.model_path
-        judge = Judge(EngineBackend(engine, path, max_tokens=r.judge.max_tokens, seed=config.run.seed), structured=False)
+        backend = EngineBackend(engine, path, max_tokens=r.judge.max_tokens, seed=config.run.seed)
+        judge = Judge(backend, structured=r.judge.structured_output, max_block_chars=r.judge.max_block_chars)
     return RewardPipeline.from_config(r, rubric=None, scorers=scorers, judge=judge, env_guards=env_guards)

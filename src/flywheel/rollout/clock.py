@@ -17,11 +17,18 @@ class GroupClock:
         self.engine, self.calls = engine, []
 
     async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+        self,
+        prompts: list[list[int]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        stop: list[str] | None = None,
+        schema: dict | None = None,
     ) -> list[list[Completion]]:
         start = time.time()
         try:
-            return await self.engine.generate(prompts, n, temperature, max_tokens, seed, stop)
+            return await self.engine.generate(prompts, n, temperature, max_tokens, seed, stop, schema)
         finally:
             self.calls.append((start, time.time()))
 

@@ -142,6 +142,7 @@ class EngineRouter:
         max_tokens: int,
         seed: int,
         stop: list[str] | None = None,
+        schema: dict | None = None,
         *,
         key: Hashable | None = None,
     ) -> list[list[Completion]]:
@@ -151,7 +152,7 @@ class EngineRouter:
             engine = self.engines[index]
             self.begin(index)
             try:
-                return await engine.generate(prompts, n, temperature, max_tokens, seed, stop)
+                return await engine.generate(prompts, n, temperature, max_tokens, seed, stop, schema)
             except EngineDied:
                 self.mark_dead(index, engine)
                 self.resubmitted += 1
@@ -370,9 +371,16 @@ class Pinned:
     key: Hashable
 
     async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+        self,
+        prompts: list[list[int]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        stop: list[str] | None = None,
+        schema: dict | None = None,
     ) -> list[list[Completion]]:
-        return await self.router.generate(prompts, n, temperature, max_tokens, seed, stop, key=self.key)
+        return await self.router.generate(prompts, n, temperature, max_tokens, seed, stop, schema, key=self.key)
 
     async def load_weights(self, update: WeightUpdate) -> Loaded:
         return await self.router.load_weights(update)

@@ -55,9 +55,16 @@ class GroupReplica:
     """What a judge on the policy's engines calls in a worker: ``generate`` on the replica making the group it scores."""
 
     async def generate(
-        self, prompts: list[list[int]], n: int, temperature: float, max_tokens: int, seed: int, stop: list[str] | None = None
+        self,
+        prompts: list[list[int]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        stop: list[str] | None = None,
+        schema: dict | None = None,
     ) -> list[list[Completion]]:
-        return await _group_replica.get().generate(prompts, n, temperature, max_tokens, seed, stop)
+        return await _group_replica.get().generate(prompts, n, temperature, max_tokens, seed, stop, schema)
 
 
 @dataclass(frozen=True)
