@@ -7,6 +7,7 @@ One single-worker pool, so that consecutive executions share a worker.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import subprocess
@@ -426,6 +427,49 @@ def test_tmp_root_metadata_does_not_carry_over(sb):
     assert "123456789" not in lines[2]
 
 
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+def test_the_jail_s_device_nodes_are_not_the_host_s_and_do_not_carry_over(sb):
+    """A node anyone may write is one whose times anyone may set to now: the jail's /dev nodes were the host's, and
+    an execution's utime changed the host's /dev/null. Now the host's nodes keep their times and mode, the jail's
+    own are reset before the next execution, and an honest program still writes to /dev/null and reads /dev/zero."""
+    host = {name: Path(f"/dev/{name}").stat() for name in DEVICES}
+    r = run(
+        sb,
+        f"""
+        import os
+        for name in {DEVICES!r}:
+            path = "/dev/" + name
+            for change in (lambda: os.utime(path, None), lambda: os.utime(path, (123456789, 123456789)), lambda: os.chmod(path, 0o600)):
+                try:
+                    change()
+                except OSError as error:
+                    print(name, "refused", error.errno)
+        print("done")
+    """,
+    )
+    assert r.stdout.endswith("done\n"), r
+    for name, before in host.items():
+        after = Path(f"/dev/{name}").stat()
+        assert (after.st_mtime_ns, after.st_atime_ns, after.st_mode) == (before.st_mtime_ns, before.st_atime_ns, before.st_mode), name
+    later = run(
+        sb,
+        f"""
+        import os, subprocess, sys
+        for name in {DEVICES!r}:
+            s = os.stat("/dev/" + name)
+            print(name, oct(s.st_mode & 0o777), int(s.st_mtime))
+        subprocess.run([sys.executable, "-c", "print(1)"], stdout=subprocess.DEVNULL, check=True)
+        with open("/dev/null", "w") as sink:
+            sink.write("x" * 1000)
+        print(open("/dev/zero", "rb").read(3), len(open("/dev/urandom", "rb").read(8)))
+    """,
+    )
+    lines = later.stdout.splitlines()
+    assert lines[:-1] == [f"{name} 0o666 0" for name in DEVICES] and lines[-1] == "b'\\x00\\x00\\x00' 8", later
+
+
 def test_a_tree_too_deep_to_wipe_retires_the_worker(sb):
     pids = sb.worker_pids()
     r = run(
@@ -475,6 +519,7 @@ def test_protections_are_reported(sb):
     assert p["jail"] == "bubblewrap" and p["user_namespace"] is True and p["proc_sys"] == "absent"
     assert p["cgroup"] in ("v1", "v2") and p["memory_cap_mb"] == MEMORY_MB and p["process_cap"] == PROCESSES
     assert p["fresh_process_per_execution"] is True and p["seccomp"] is True
+    assert p["device_nodes"] == ("private" if os.geteuid() == 0 else "host")
 
 
 def test_missing_cgroups_are_refused_or_explicitly_weaker():

@@ -205,6 +205,7 @@ class Sandbox:
             "user_namespace": jailed,
             "proc_sys": "absent" if jailed else "host",
             "sys": "absent" if jailed else "host",
+            "device_nodes": "private" if jailed and root else "host",  # jail.private_devices
             "cgroup": self._cgroup_version,
             "memory_cap_mb": self.limits["memory_mb"] if capped else None,
             "process_cap": self.limits["processes"] if capped else None,
@@ -226,6 +227,7 @@ class Sandbox:
         uid, lock = jail.claim_host_uid() if os.geteuid() == 0 else (None, None)
         fds = jail.module_fds()
         try:
+            devices = jail.private_devices(uid) if uid is not None else None
             groups = self._groups()
         except BaseException:
             _close(lock, *fds)
@@ -234,11 +236,14 @@ class Sandbox:
         def cleanup() -> None:
             if groups:
                 groups.close()
+            if devices:
+                shutil.rmtree(devices, ignore_errors=True)
             _close(lock)
 
         try:
             cg_fds = groups.fds if groups else []
-            return Worker(jail.jail_command(self.tmp_size_mb, fds, cg_fds), "/", (*fds, *cg_fds), cleanup, jail.host_user(uid))
+            command = jail.jail_command(self.tmp_size_mb, fds, cg_fds, devices)
+            return Worker(command, "/", (*fds, *cg_fds), cleanup, jail.host_user(uid))
         finally:
             _close(*fds)
 

@@ -12,6 +12,12 @@ Because bwrap then cannot read the caller's files (the package may live under /r
 the jail as copies (``--ro-bind-data`` from memfds), not bind mounts. /proc is the jail's own (its PID namespace);
 /proc/sys is covered by an empty read-only tmpfs (sysctls are global; bwrap leaves /proc/sys writable for
 whatever the jail's host uid may write); /sys is absent.
+
+Device nodes: bwrap's minimal /dev binds the host's /dev/null, /dev/zero... into the jail, and a node anyone may
+write is one whose times anyone may set to now (``utime``): a jail changed the host's /dev/null. A root caller's
+jails get nodes of their own instead (``private_devices``: the same devices, made for the worker and owned by its
+host uid), which the zygote resets with every wipe; a non-root caller cannot make device nodes, so its jails still
+bind the host's (the jail can then do to them what the caller can).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import fcntl
 import functools
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -31,6 +38,8 @@ _NOBODY = "65534"
 HOST_ID = 2_147_000_000  # the first jail host uid and gid when the caller is root: unassigned, unprivileged
 HOST_ID_SLOTS = 4096  # workers that can hold a uid of their own at once on one host
 _UID_LOCKS = "/run/flywheel-sandbox-uids"
+DEVICE_NODES = ("null", "zero", "full", "random", "urandom", "tty")  # what bwrap's --dev binds from the host
+_PRIVATE_DEV = "/dev/flywheel-sandbox"  # on the host's /dev, which allows device nodes where /run may not
 HOST_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # the only environment bwrap itself (the jail's parent) gets
 
 
@@ -84,11 +93,29 @@ def module_fds() -> list[int]:
     return fds
 
 
-def bwrap_argv(tmp_size_mb: int, fds: list[int]) -> list[str]:
+def private_devices(uid: int) -> str:
+    """A directory of the device nodes of ``DEVICE_NODES`` the host has, made anew for the worker whose jail runs as
+    host uid ``uid`` (a root caller's, ``claim_host_uid``), owned by it, mode 0666, times 0: what an execution does
+    to one stays in that worker until the zygote's next wipe resets it, and the host's nodes are out of reach."""
+    directory = f"{_PRIVATE_DEV}/{uid}"
+    shutil.rmtree(directory, ignore_errors=True)  # a worker of this uid that died without its cleanup
+    os.makedirs(directory, mode=0o755)
+    for name in DEVICE_NODES:
+        if os.path.exists(f"/dev/{name}"):
+            node = f"{directory}/{name}"
+            os.mknod(node, stat.S_IFCHR | 0o666, os.stat(f"/dev/{name}").st_rdev)
+            os.chown(node, uid, uid)
+            os.chmod(node, 0o666)  # not the umask's
+            os.utime(node, (0, 0))
+    return directory
+
+
+def bwrap_argv(tmp_size_mb: int, fds: list[int], devices: str | None = None) -> list[str]:
     """bwrap options for one zygote: every namespace unshared (no network), an unprivileged user, a read-only root
     with a read-only system, no project, home or host /tmp, a fresh /proc, a read-only minimal /dev, and the only
     writable places: size-capped tmpfs /tmp and /dev/shm (wiped after every execution); no /proc/sys, no /sys;
-    the zygote modules copied from ``fds`` (``module_fds``);
+    the zygote modules copied from ``fds`` (``module_fds``); the nodes in ``devices`` (``private_devices``) over
+    those of the minimal /dev;
     the zygote is PID 1 of its PID namespace, so its death kills every process of the jail."""
     size = str(tmp_size_mb << 20)
     argv = [
@@ -116,6 +143,7 @@ def bwrap_argv(tmp_size_mb: int, fds: list[int]) -> list[str]:
         "/proc/sys",
         "--dev",
         "/dev",
+        *(arg for name in device_names(devices) for arg in ("--dev-bind", f"{devices}/{name}", f"/dev/{name}")),
         "--size",
         size,
         "--tmpfs",
@@ -132,9 +160,25 @@ def bwrap_argv(tmp_size_mb: int, fds: list[int]) -> list[str]:
     return argv + ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", HOST_ENV["PATH"], "--setenv", "LANG", "C.UTF-8"]
 
 
-def jail_command(tmp_size_mb: int, fds: list[int], cgroup_fds: list[int]) -> list[str]:
-    """The full command that starts a jailed zygote; executions join the cgroups open on ``cgroup_fds``."""
-    return bwrap_argv(tmp_size_mb, fds) + [JAIL_PYTHON, "-I", "-B", f"{_JAIL_DIR}/zygote.py", "jail", "-", "-", ",".join(map(str, cgroup_fds))]
+def device_names(devices: str | None) -> list[str]:
+    """The nodes in the directory ``devices`` (``private_devices``); none for None."""
+    return [] if devices is None else sorted(os.listdir(devices))
+
+
+def jail_command(tmp_size_mb: int, fds: list[int], cgroup_fds: list[int], devices: str | None = None) -> list[str]:
+    """The full command that starts a jailed zygote; executions join the cgroups open on ``cgroup_fds``; the
+    zygote resets the jail's private device nodes (``devices``) with every wipe."""
+    names = ",".join(device_names(devices)) or "-"
+    return bwrap_argv(tmp_size_mb, fds, devices) + [
+        JAIL_PYTHON,
+        "-I",
+        "-B",
+        f"{_JAIL_DIR}/zygote.py",
+        "jail",
+        names,
+        "-",
+        ",".join(map(str, cgroup_fds)),
+    ]
 
 
 def host_command(scratch: str, uid: int | None, cgroup_fds: list[int]) -> list[str]:

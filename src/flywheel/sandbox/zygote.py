@@ -1,6 +1,7 @@
 """Long-lived worker that runs one execution at a time (runs with /usr/bin/python3, standard library only).
 
-Usage: ``python3 -I -B zygote.py jail - - CGROUP_FDS`` inside bubblewrap (it is PID 1 of the jail's PID namespace),
+Usage: ``python3 -I -B zygote.py jail DEVICES|- - CGROUP_FDS`` inside bubblewrap (it is PID 1 of the jail's PID
+namespace; DEVICES: the names of the jail's own /dev nodes, comma-separated, reset with every wipe),
 or ``python3 -I -B zygote.py host SCRATCH_DIR UID|- CGROUP_FDS`` for the weaker rlimits-only mode.
 
 Threat: candidate code that tries to read an earlier execution's data (requests, hidden-test arguments, returned
@@ -89,6 +90,8 @@ class _Context:
         self.jail = argv[1] == "jail"
         self.scratch_root = "/tmp" if self.jail else argv[2]
         self.wipe_roots = ["/tmp", "/dev/shm"] if self.jail else [self.scratch_root]
+        # the jail's own device nodes (jail.private_devices), reset with every wipe
+        self.devices = [f"/dev/{name}" for name in argv[2].split(",")] if self.jail and argv[2] != "-" else []
         self.uid = int(argv[3]) if argv[3] != "-" else None
         self.cgroup_fds = [int(fd) for fd in argv[4].split(",") if fd]
         self.filter = seccomp.build_filter()  # each supervisor adds itself as the guarded PID
@@ -246,6 +249,13 @@ def _wipe(root: str) -> None:
     os.chmod(root, _ROOT_MODE)
     os.utime(root, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _reset_devices(nodes: list[str]) -> None:
+    """Mode 0666 and times 0 for each of the jail's own device nodes, as the host made them (or raise OSError)."""
+    for node in nodes:
+        os.chmod(node, 0o666)
+        os.utime(node, (0, 0))
 
 
 def _remove_all(root: str, failures: list) -> bool:
@@ -478,6 +488,7 @@ def _serve(ctx: _Context) -> int:
     try:
         for root in ctx.wipe_roots:
             _wipe(root)
+        _reset_devices(ctx.devices)
     except Exception:  # RecursionError too: the zygote, seeing code 1, retires the worker
         code = 1
     return code
