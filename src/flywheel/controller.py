@@ -254,7 +254,9 @@ def setup(config: Config, workers: Workers, signals: StopSignals) -> Run:
         pipeline = reward_pipeline(config, env_guards, router, reward_actors.judge, reward_actors.score_texts())
         background = start_background_eval(spec.eval_engines, tokenizer, tasks, more_evals, config) if spec.eval_engines else None
         rollout_workers = (
-            start_rollout_workers(spec.rollout_workers, reward_actors.reward_model, writers.progress.log) if spec.rollout_workers else None
+            start_rollout_workers(spec.rollout_workers, reward_actors.reward_model, writers.progress.log, reward_actors.judge)
+            if spec.rollout_workers
+            else None
         )
     except BaseException:
         writers.close()

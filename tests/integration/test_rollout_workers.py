@@ -2,7 +2,8 @@
 quickstart, one is killed with SIGKILL after step 3, and the run still reproduces the golden numbers
 (the groups it held run again with the same seeds), restarts it once, and ends every admitted prompt
 exactly once in rollouts.jsonl. No process of the run is left behind. A judge on the policy's engines
-scores in the workers, on the replica that made the group."""
+scores in the workers, on the replica that made the group; a judge on an engine of its own scores there too,
+and outlives that engine's death."""
 
 import json
 import os
@@ -96,3 +97,50 @@ def test_a_judge_on_the_policy_s_engines_scores_in_the_workers(tmp_path):
     assert [r["step"] for r in rows] == [1, 2]
     for row in rows:
         assert row["judge/parse_fail_rate"] == 1.0 and row["reward/judge/mean"] == 0.0 and row["judge/latency_s"] > 0, row
+
+
+def engine_trees(sid: int) -> list[list[psutil.Process]]:
+    """Each vLLM engine actor of session ``sid`` with its processes (engine core, workers), the actor whose engine
+    core started last (the judge's own engine starts after the policy's) last."""
+    trees = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if (process.info["cmdline"] or [""])[0].startswith("ray::VLLMEngine") and os.getsid(process.pid) == sid:
+                children = process.children(recursive=True)
+                started = max((c.create_time() for c in children), default=0.0)
+                trees.append((started, [process, *children]))
+        except (psutil.Error, OSError):
+            pass
+    return [tree for _, tree in sorted(trees, key=lambda t: t[0])]
+
+
+def test_a_judge_on_an_engine_of_its_own_scores_in_the_workers_and_outlives_its_engine(tmp_path):
+    """reward.judge.engine=own with a rollout worker: the worker's judge calls the judge's own engine. That engine
+    is killed (its actor and processes) after step 2: the driver's judge router restarts it and the worker's judge
+    calls the replacement, so every step after the kill still has judge calls, each taking an engine call."""
+    judge = save_causal_lm(tmp_path / "judge")
+    overrides = [*SYNC, "run.steps=5", "rollout.prompts_per_step=8", "eval.every=100", "eval.greedy=false", "run.progress=false"]
+    overrides += ["rollout.workers=1", "reward.judge.enabled=true", "reward.judge.engine=own", f"reward.judge.model_path={judge}"]
+    overrides += ["reward.judge.max_tokens=8", "reward.judge.weight=0.25"]
+    log = tmp_path / "driver.log"
+    driver = subprocess.Popen(cli(overrides, tmp_path), cwd=REPO, env=ENV, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    metrics = tmp_path / "quickstart/metrics.jsonl"
+    try:
+        deadline = time.monotonic() + 400
+        while len(read_jsonl(metrics)) < 3 and driver.poll() is None:  # the step-0 eval row, then steps 1..2
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        trees = engine_trees(driver.pid)
+        assert len(trees) == 2, (trees, log.read_text()[-3000:])  # the policy's engine, the judge's
+        for process in trees[-1]:
+            process.send_signal(signal.SIGKILL)
+        killed_after = len(read_jsonl(metrics)) - 1  # steps done when the judge's engine died
+        assert driver.wait(timeout=400) == 0, log.read_text()[-3000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    rows = read_jsonl(metrics)[1:]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5] and killed_after < 5
+    for row in rows:
+        assert row["judge/parse_fail_rate"] == 1.0 and row["reward/judge/mean"] == 0.0 and row["judge/latency_s"] > 0, row
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in trees[-1])

@@ -4,9 +4,6 @@ the driver. A judge on the run's own engines cannot be reached from the workers:
 
 import pickle
 
-import pytest
-
-from flywheel.config import Config
 from flywheel.monitor.faults import FaultLog
 from flywheel.rewards.faults import RewardFault
 from flywheel.rollout.group import EnvEpisode
@@ -39,10 +36,3 @@ def test_a_failure_from_a_worker_keeps_its_reason_message_and_traceback(tmp_path
     assert text.startswith("first seen at step 3: reward function grader raised ZeroDivisionError: division by zero\n")
     assert 'return 1 / row["zero"]' in text and "ZeroDivisionError: division by zero" in text
     assert log.record(failing_episode(travelled), step=4) is None  # a kind is written once
-
-
-def test_a_judge_on_an_engine_of_its_own_is_refused_with_rollout_workers():
-    with pytest.raises(ValueError, match="reward.judge.engine 'own'\\) is not reachable: set rollout.workers=0, or serve the judge at an endpoint"):
-        Config.model_validate({"rollout": {"workers": 2}, "reward": {"judge": {"enabled": True, "engine": "own", "model_path": "m"}}})
-    for engine in ("endpoint", "policy"):
-        Config.model_validate({"rollout": {"workers": 2}, "reward": {"judge": {"enabled": True, "engine": engine}}})

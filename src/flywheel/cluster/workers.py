@@ -440,15 +440,18 @@ def start_reward_actors(spec: RunSpec) -> RewardActors:
     return actors
 
 
-def start_rollout_workers(group: RolloutWorkerGroup, reward_model: ray.actor.ActorHandle | None, log=lambda _: None) -> RolloutWorkers:
-    """The run's rollout workers, running (Ray must be up); a worker that cannot start raises its error."""
+def start_rollout_workers(
+    group: RolloutWorkerGroup, reward_model: ray.actor.ActorHandle | None, log=lambda _: None, judge: EngineRouter | None = None
+) -> RolloutWorkers:
+    """The run's rollout workers, running (Ray must be up); a worker that cannot start raises its error.
+    ``judge``: the router of the judge's own engine, whose actor the workers' judges call."""
     from flywheel.rollout.worker import RolloutWorker, RolloutWorkers
 
     p = group.placement
     actor = ray.remote(RolloutWorker).options(
         num_cpus=p.cpus / group.count, label_selector=dict(p.labels) or None, scheduling_strategy="SPREAD", max_concurrency=10_000
     )
-    workers = RolloutWorkers(lambda slot: actor.remote(group.config, reward_model), group.count, log)
+    workers = RolloutWorkers(lambda slot: actor.remote(group.config, reward_model), group.count, log, judge)
     try:
         workers.ready()
     except BaseException:

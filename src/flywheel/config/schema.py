@@ -476,9 +476,4 @@ class Config(Section):
             raise ValueError(f"algorithm.overlong_buffer ({buffer}) must not exceed rollout.max_new_tokens ({self.rollout.max_new_tokens})")
         if self.task.dataset is not None and self.task.grader == "judge" and not self.reward.judge.enabled:
             raise ValueError("task.grader 'judge' scores with the LLM judge: set reward.judge.enabled=true (and its endpoint or engine)")
-        if self.rollout.workers and self.reward.judge.enabled and self.reward.judge.engine == "own":
-            raise ValueError(
-                "rollout.workers runs scoring off the driver, where a judge on an engine of its own (reward.judge.engine 'own') "
-                "is not reachable: set rollout.workers=0, or serve the judge at an endpoint or on the policy's engines"
-            )
         return self

@@ -18,6 +18,9 @@ A user function with the wrong return type is the same bug as in the driver (``U
 
 A judge on the policy's engines (``reward.judge.engine: policy``) asks the replica making its group:
 the driver's router picked it, and a death under the judge's call sends the group again, as above.
+A judge on an engine of its own (``reward.judge.engine: own``) is called through its actor, which the driver
+sends with a group when it is new to the worker; a death under the judge's call marks the judge's engine
+dead on the driver's judge router (which restarts it) and sends the group again, with the new engine.
 """
 
 from __future__ import annotations
@@ -51,6 +54,32 @@ START_TIMEOUT_S = 600  # a replacement worker not running by then (no node with 
 _group_replica: ContextVar[RemoteEngine] = ContextVar("group_replica")
 
 
+class JudgeDied(RuntimeError):
+    """The judge's own engine died under a judge call in a worker (not the replica making the group)."""
+
+
+class JudgeEngine:
+    """What a judge on an engine of its own calls in a worker: that engine, as the driver last sent it."""
+
+    def __init__(self) -> None:
+        self.engine: RemoteEngine | None = None
+
+    async def generate(
+        self,
+        prompts: list[list[int]],
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        stop: list[str] | None = None,
+        schema: dict | None = None,
+    ) -> list[list[Completion]]:
+        try:
+            return await self.engine.generate(prompts, n, temperature, max_tokens, seed, stop, schema)
+        except EngineDied as died:
+            raise JudgeDied(str(died)) from died
+
+
 class GroupReplica:
     """What a judge on the policy's engines calls in a worker: ``generate`` on the replica making the group it scores."""
 
@@ -70,11 +99,12 @@ class GroupReplica:
 @dataclass(frozen=True)
 class Made:
     """A worker's answer for one group: the group and its spans, or why there is none (the replica died
-    under it, or a user function returned the wrong type)."""
+    under it, the judge's own engine did, or a user function returned the wrong type)."""
 
     group: Group | None
     spans: list[Span] = field(default_factory=list)
     engine_died: str | None = None
+    judge_died: str | None = None
     bug: str | None = None
 
 
@@ -96,21 +126,28 @@ class RolloutWorker(ServesBatches):
             importlib.import_module(module)
         tokenizer = AutoTokenizer.from_pretrained(config.model.path)
         guards = getattr(env_factory(config.task.name), "guards", ())
-        pipeline = reward_pipeline(config, guards, GroupReplica(), None, reward_model.score.remote if reward_model is not None else None)
+        self.judge = JudgeEngine()
+        score_texts = reward_model.score.remote if reward_model is not None else None
+        pipeline = reward_pipeline(config, guards, GroupReplica(), self.judge, score_texts)
         algorithm = make_algorithm(config.algorithm)
         self.maker = GroupMaker(tokenizer, load_tasks(config), algorithm, pipeline, config.rollout, config.run.seed)
         self.replicas: dict[int, RemoteEngine] = {}  # router slot -> the replica serving it, as last sent
 
-    async def group(self, position: int, replica: int, engine: ActorHandle | None) -> Made:
+    async def group(self, position: int, replica: int, engine: ActorHandle | None, judge: ActorHandle | None = None) -> Made:
         """The group of stream position ``position``, generated on the replica in router slot ``replica``;
-        ``engine``: that replica's actor, sent when it is new to this worker (the first call, a restart)."""
+        ``engine``: that replica's actor, sent when it is new to this worker (the first call, a restart);
+        ``judge``: the judge's own engine's actor, likewise."""
         if engine is not None:
             self.replicas[replica] = RemoteEngine(engine)
+        if judge is not None:
+            self.judge.engine = RemoteEngine(judge)
         _group_replica.set(self.replicas[replica])
         try:
             group, spans = await self.maker.make(position, self.replicas[replica], engine_name=f"engine-{replica}")
         except EngineDied as died:
             return Made(None, engine_died=str(died))
+        except JudgeDied as died:
+            return Made(None, judge_died=str(died))
         except UserFunctionBug as bug:
             return Made(None, bug=str(bug))
         episodes = [replace(e, failure=RemoteFailure.of(e.failure)) if e.failure is not None else e for e in group.episodes]
@@ -120,13 +157,16 @@ class RolloutWorker(ServesBatches):
 class RolloutWorkers:
     """The driver's side of the workers: each group goes to the worker with the fewest in flight (ties:
     the lowest slot; a slot whose replacement is starting last), on the replica the router picks.
-    ``start(slot)``: a new worker actor for ``slot``."""
+    ``start(slot)``: a new worker actor for ``slot``; ``judge``: the router of the judge's own engine, if any."""
 
-    def __init__(self, start: Callable[[int], ActorHandle], count: int, log: Callable[[str], None] = lambda _: None) -> None:
-        self.start, self.log = start, log
+    def __init__(
+        self, start: Callable[[int], ActorHandle], count: int, log: Callable[[str], None] = lambda _: None, judge: EngineRouter | None = None
+    ) -> None:
+        self.start, self.log, self.judge = start, log, judge
         self.actors = [start(slot) for slot in range(count)]
         self.calls = [BatchedCalls(actor, "group") for actor in self.actors]
         self.sent: list[dict[int, object]] = [{} for _ in range(count)]  # per worker: router slot -> the replica it was sent
+        self.sent_judge: list[object | None] = [None] * count  # per worker: the judge's engine it was sent
         self.in_flight = [0] * count
         self.restarts = 0
         self.starting: dict[int, asyncio.Task] = {}  # slot -> its replacement, starting
@@ -140,6 +180,8 @@ class RolloutWorkers:
         while True:
             index = await router.replica(position)
             engine = router.engines[index]
+            judge_index = await self.judge.replica() if self.judge is not None else None
+            judge = self.judge.engines[judge_index] if self.judge is not None else None
             slot = min(range(len(self.actors)), key=lambda i: (i in self.starting, self.in_flight[i], i))
             router.begin(index)
             self.in_flight[slot] += 1
@@ -148,8 +190,11 @@ class RolloutWorkers:
                     await asyncio.shield(self.starting[slot])  # raises if no replacement could start
                 actor = self.actors[slot]
                 new = self.sent[slot].get(index) is not engine  # handles are sent once: pickling one is a Ray call
-                self.sent[slot][index] = engine
-                made: Made = await self.calls[slot](position, index, actor_of(engine) if new else None)
+                new_judge = self.sent_judge[slot] is not judge
+                self.sent[slot][index], self.sent_judge[slot] = engine, judge
+                made: Made = await self.calls[slot](
+                    position, index, actor_of(engine) if new else None, actor_of(judge) if new_judge and judge is not None else None
+                )
             except RayActorError as error:
                 self._replace(slot, actor, position, error)
                 continue
@@ -159,6 +204,9 @@ class RolloutWorkers:
             if made.engine_died is not None:
                 router.mark_dead(index, engine)
                 router.resubmitted += 1
+                continue
+            if made.judge_died is not None:
+                self.judge.mark_dead(judge_index, judge)
                 continue
             if made.bug is not None:
                 raise UserFunctionBug(made.bug)
@@ -200,7 +248,7 @@ class RolloutWorkers:
                     f"no replacement of rollout worker {slot} was running after {START_TIMEOUT_S} s: no live node matching "
                     "cluster.rollout_labels has room for one"
                 ) from None
-            self.actors[slot], self.calls[slot], self.sent[slot] = actor, BatchedCalls(actor, "group"), {}
+            self.actors[slot], self.calls[slot], self.sent[slot], self.sent_judge[slot] = actor, BatchedCalls(actor, "group"), {}, None
             del self.starting[slot]
             self.log(f"rollout worker {slot} died; restarted it ({self.restarts} restarts), its groups run again")
             return
