@@ -11,6 +11,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -468,6 +469,17 @@ def test_the_jail_s_device_nodes_are_not_the_host_s_and_do_not_carry_over(sb):
     )
     lines = later.stdout.splitlines()
     assert lines[:-1] == [f"{name} 0o666 0" for name in DEVICES] and lines[-1] == "b'\\x00\\x00\\x00' 8", later
+
+
+def test_without_cap_mknod_jails_bind_the_host_s_nodes_and_say_so():
+    """Root without CAP_MKNOD (many containers drop it) cannot make the jail's own nodes: the sandbox still runs,
+    on the host's nodes, and its protections say so."""
+    code = (
+        "from flywheel.sandbox import Sandbox\nwith Sandbox(workers=1) as sb:\n    print(sb.protections['device_nodes'], sb.run('print(7)').stdout)"
+    )
+    argv = ["setpriv", "--bounding-set=-mknod", "--inh-caps=-mknod", sys.executable, "-c", code]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["host", "7"], (out.stdout, out.stderr[-2000:])
 
 
 def test_a_tree_too_deep_to_wipe_retires_the_worker(sb):

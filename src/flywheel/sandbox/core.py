@@ -205,7 +205,7 @@ class Sandbox:
             "user_namespace": jailed,
             "proc_sys": "absent" if jailed else "host",
             "sys": "absent" if jailed else "host",
-            "device_nodes": "private" if jailed and root else "host",  # jail.private_devices
+            "device_nodes": "private" if jailed and root and jail.can_make_devices() else "host",  # jail.private_devices
             "cgroup": self._cgroup_version,
             "memory_cap_mb": self.limits["memory_mb"] if capped else None,
             "process_cap": self.limits["processes"] if capped else None,
@@ -227,7 +227,7 @@ class Sandbox:
         uid, lock = jail.claim_host_uid() if os.geteuid() == 0 else (None, None)
         fds = jail.module_fds()
         try:
-            devices = jail.private_devices(uid) if uid is not None else None
+            devices = jail.private_devices(uid) if uid is not None and jail.can_make_devices() else None
             groups = self._groups()
         except BaseException:
             _close(lock, *fds)

@@ -16,8 +16,9 @@ whatever the jail's host uid may write); /sys is absent.
 Device nodes: bwrap's minimal /dev binds the host's /dev/null, /dev/zero... into the jail, and a node anyone may
 write is one whose times anyone may set to now (``utime``): a jail changed the host's /dev/null. A root caller's
 jails get nodes of their own instead (``private_devices``: the same devices, made for the worker and owned by its
-host uid), which the zygote resets with every wipe; a non-root caller cannot make device nodes, so its jails still
-bind the host's (the jail can then do to them what the caller can).
+host uid), which the zygote resets with every wipe; a caller that cannot make device nodes (not root, or root
+without CAP_MKNOD, as in many containers) has its jails bind the host's (the jail can then do to them what the
+caller can).
 """
 
 from __future__ import annotations
@@ -91,6 +92,19 @@ def module_fds() -> list[int]:
         os.lseek(fd, 0, os.SEEK_SET)
         fds.append(fd)
     return fds
+
+
+@functools.cache
+def can_make_devices() -> bool:
+    """Whether this process may make device nodes under /dev (root with CAP_MKNOD and a writable /dev)."""
+    probe = f"{_PRIVATE_DEV}/probe-{os.getpid()}"
+    try:
+        os.makedirs(_PRIVATE_DEV, mode=0o755, exist_ok=True)
+        os.mknod(probe, stat.S_IFCHR | 0o600, os.stat("/dev/null").st_rdev)
+    except OSError:
+        return False
+    os.unlink(probe)
+    return True
 
 
 def private_devices(uid: int) -> str:
