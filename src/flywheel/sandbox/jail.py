@@ -96,10 +96,13 @@ def module_fds() -> list[int]:
 
 @functools.cache
 def can_make_devices() -> bool:
-    """Whether this process may make device nodes under /dev (root with CAP_MKNOD and a writable /dev)."""
+    """Whether this process may make device nodes under /dev that a jail can open (root with CAP_MKNOD, a writable
+    /dev not mounted nodev)."""
     probe = f"{_PRIVATE_DEV}/probe-{os.getpid()}"
     try:
         os.makedirs(_PRIVATE_DEV, mode=0o755, exist_ok=True)
+        if os.statvfs(_PRIVATE_DEV).f_flag & os.ST_NODEV:
+            return False
         os.mknod(probe, stat.S_IFCHR | 0o600, os.stat("/dev/null").st_rdev)
     except OSError:
         return False
