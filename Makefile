@@ -39,8 +39,8 @@ calculator: setup
 	$(VENV)/bin/flywheel train configs/calculator.yaml
 
 lint: setup
-	$(VENV)/bin/ruff check src tests bench assets docs/gen_reference.py
-	$(VENV)/bin/ruff format --check src tests bench assets docs/gen_reference.py
+	$(VENV)/bin/ruff check src tests bench assets examples docs/gen_reference.py
+	$(VENV)/bin/ruff format --check src tests bench assets examples docs/gen_reference.py
 
 # --strict: a broken link or anchor, or a page left out of the nav, fails the build.
 docs: setup

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from flywheel.config import Config
+from flywheel.config.algorithms import ALGORITHM_CONFIGS
 from flywheel.metrics import HELD_OUT_FORMS, METRICS, NAMESPACES
 
 DOCS = Path(__file__).resolve().parent
@@ -87,7 +88,7 @@ def section(heading: str, key: str, model: type[BaseModel], level: str) -> list[
 
 def fields(key: str, field, level: str) -> list[str]:
     """One section, or for a union of models a section per member, titled by its ``name``."""
-    members = models_of(field.annotation)
+    members = list(ALGORITHM_CONFIGS.values()) if key == "algorithm" else models_of(field.annotation)  # chosen by name, not a union
     if len(members) == 1:
         return section(f"`{key}`", key, members[0], level)
     lines = [f"{level} `{key}`", ""] + ([cell(field.description), ""] if field.description else [])
@@ -97,7 +98,7 @@ def fields(key: str, field, level: str) -> list[str]:
 
 
 #: the models of the top-level sections
-SECTIONS = {m for field in Config.model_fields.values() for m in models_of(field.annotation)}
+SECTIONS = {m for field in Config.model_fields.values() for m in models_of(field.annotation)} | set(ALGORITHM_CONFIGS.values())
 
 
 def config_page() -> str:

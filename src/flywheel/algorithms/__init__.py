@@ -1,23 +1,20 @@
-"""Algorithms by name: each file holds one algorithm's group rules, advantages and loss; its settings are
-declared in config/algorithms.py."""
+"""Algorithms by name: each file holds one algorithm's group rules, advantages and loss, registered with
+``@register_algorithm``; the built-ins' settings are declared in config/algorithms.py, an algorithm of the
+user's own declares its settings in its module (``algorithm.imports``)."""
 
 from __future__ import annotations
 
-from flywheel.algorithms.base import Algorithm
-from flywheel.algorithms.cispo import CISPO
-from flywheel.algorithms.dapo import DAPO
-from flywheel.algorithms.dr_grpo import DrGRPO
-from flywheel.algorithms.grpo import GRPO
-from flywheel.algorithms.gspo import GSPO
-from flywheel.algorithms.ppo import PPO
-from flywheel.algorithms.reinforce_pp import ReinforcePP, ReinforcePPBaseline
-from flywheel.algorithms.rloo import RLOO
+import importlib
+
+from flywheel.algorithms import cispo, dapo, dr_grpo, grpo, gspo, ppo, reinforce_pp, rloo  # noqa: F401  (they register)
+from flywheel.algorithms.base import ALGORITHMS, Algorithm, register_algorithm
 from flywheel.config.algorithms import AlgorithmConfig
 
-ALGORITHMS: dict[str, type[Algorithm]] = {
-    cls.config_type.model_fields["name"].default: cls for cls in (GRPO, DrGRPO, DAPO, RLOO, ReinforcePP, ReinforcePPBaseline, GSPO, CISPO, PPO)
-}
+__all__ = ["ALGORITHMS", "Algorithm", "make_algorithm", "register_algorithm"]
 
 
 def make_algorithm(config: AlgorithmConfig) -> Algorithm:
+    """The algorithm ``config.name`` names, after importing ``config.imports`` (in an actor too)."""
+    for module in config.imports:
+        importlib.import_module(module)
     return ALGORITHMS[config.name](config)

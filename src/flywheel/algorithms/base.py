@@ -1,9 +1,10 @@
 """An algorithm as an object: its config, how it filters and shapes a group, its advantages and its loss.
 
 The loop and the trainer call only these methods; neither branches on an algorithm's name. A new
-algorithm is a new file holding its config class (a ``name`` literal plus the fields it uses) and a
-subclass of ``Algorithm``, registered in ``algorithms/__init__.py``. Fields shared by every algorithm
-(aggregation, entropy bonus, KL to a reference, off-policy corrections) are declared here, once.
+algorithm is a file holding its config class (a ``name`` literal plus the fields it uses) and a subclass of
+``Algorithm`` decorated with ``@register_algorithm``: in this package, or in a module of the user's own named
+in ``algorithm.imports``. Fields shared by every algorithm (aggregation, entropy bonus, KL to a reference,
+off-policy corrections) are declared here, once.
 
 Shapes: a step has G groups of n episodes, B = G * n rows of T tokens (see ``TrainBatch``).
 """
@@ -17,7 +18,7 @@ import torch
 from flywheel.algorithms.aggregation import LossTotals, aggregate, token_mean
 from flywheel.algorithms.kl import kl_penalty
 from flywheel.algorithms.off_policy import masked_is_keep, truncated_is_weights
-from flywheel.config.algorithms import AlgorithmConfig
+from flywheel.config.algorithms import AlgorithmConfig, add_algorithm_config
 
 
 class Algorithm:
@@ -117,3 +118,19 @@ class Algorithm:
         """The loss takes the reference logprobs (the KL placed in the loss). Placed in the reward, the
         KL is charged when the batch is built, and the reference runs once per token, there."""
         return self.needs_reference and self.config.kl_placement == "loss"
+
+
+#: Every registered algorithm by ``algorithm.name``.
+ALGORITHMS: dict[str, type[Algorithm]] = {}
+
+
+def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
+    """Class decorator: ``cls`` becomes selectable as ``algorithm.name`` (its ``config_type``'s name), its
+    config class the schema of that ``algorithm:`` section. Registering a name twice is refused."""
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)) or cls.config_type is AlgorithmConfig:
+        raise TypeError(f"@register_algorithm takes a subclass of Algorithm whose config_type is its own config class (got {cls!r})")
+    name = add_algorithm_config(cls.config_type)
+    known = ALGORITHMS.setdefault(name, cls)
+    if known is not cls:
+        raise ValueError(f"algorithm name {name!r} is taken by {known.__module__}.{known.__qualname__}; give {cls.__qualname__}'s config another")
+    return cls

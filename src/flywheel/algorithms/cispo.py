@@ -3,7 +3,7 @@
 import torch
 
 from flywheel.algorithms.aggregation import token_mean
-from flywheel.algorithms.base import Algorithm
+from flywheel.algorithms.base import Algorithm, register_algorithm
 from flywheel.algorithms.grpo import grpo_advantages
 from flywheel.config.algorithms import CISPOConfig
 
@@ -34,6 +34,7 @@ def cispo_loss(
     return loss * mask, metrics
 
 
+@register_algorithm
 class CISPO(Algorithm):
     """Group-normalised advantages and clipped, stop-gradient IS weights on every token."""
 

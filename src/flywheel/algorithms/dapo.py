@@ -2,6 +2,7 @@
 
 import torch
 
+from flywheel.algorithms.base import register_algorithm
 from flywheel.algorithms.grpo import GRPO
 from flywheel.config.algorithms import DAPOConfig
 
@@ -25,6 +26,7 @@ def informative_groups(rewards: torch.Tensor) -> torch.Tensor:
     return (rewards != rewards[:, :1]).any(dim=1)
 
 
+@register_algorithm
 class DAPO(GRPO):
     """GRPO with clip-higher, token-mean aggregation, dynamic sampling and overlong shaping/filtering."""
 

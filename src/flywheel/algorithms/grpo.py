@@ -2,7 +2,7 @@
 
 import torch
 
-from flywheel.algorithms.base import Algorithm
+from flywheel.algorithms.base import Algorithm, register_algorithm
 from flywheel.algorithms.ppo_clip import ClippedSurrogate
 from flywheel.config.algorithms import STD_SCALES, GRPOConfig
 
@@ -51,6 +51,7 @@ def _masked_grpo(rewards: torch.Tensor, std_scale: str, eps: float, valid: torch
     raise ValueError(f"unknown std_scale {std_scale!r}; expected one of {', '.join(STD_SCALES)}")
 
 
+@register_algorithm
 class GRPO(ClippedSurrogate, Algorithm):
     """Group-normalised sequence advantages and the PPO clipped surrogate."""
 

@@ -3,7 +3,7 @@ length-normalised importance ratio, in its token form."""
 
 import torch
 
-from flywheel.algorithms.base import Algorithm
+from flywheel.algorithms.base import Algorithm, register_algorithm
 from flywheel.algorithms.grpo import grpo_advantages
 from flywheel.config.algorithms import GSPOConfig
 
@@ -44,6 +44,7 @@ def gspo_loss(
     return loss * mask, metrics
 
 
+@register_algorithm
 class GSPO(Algorithm):
     """Group-normalised advantages and the sequence-level clipped ratio."""
 

@@ -3,13 +3,14 @@ surrogate, and a clipped value loss against the values the critic gave at rollou
 
 import torch
 
-from flywheel.algorithms.base import Algorithm
+from flywheel.algorithms.base import Algorithm, register_algorithm
 from flywheel.algorithms.gae import gae_advantages, masked_whiten, terminal_rewards
 from flywheel.algorithms.ppo_clip import ClippedSurrogate
 from flywheel.algorithms.value_loss import clipped_value_loss
 from flywheel.config.algorithms import PPOConfig
 
 
+@register_algorithm
 class PPO(ClippedSurrogate, Algorithm):
     config_type = PPOConfig
     needs_critic = True

@@ -2,7 +2,7 @@
 
 import torch
 
-from flywheel.algorithms.base import Algorithm
+from flywheel.algorithms.base import Algorithm, register_algorithm
 from flywheel.algorithms.grpo import masked_group_centre
 from flywheel.algorithms.ppo_clip import ClippedSurrogate
 from flywheel.config.algorithms import ReinforcePPBaselineConfig, ReinforcePPConfig
@@ -33,6 +33,7 @@ def reinforce_pp_baseline_advantages(rewards: torch.Tensor, eps: float = 1e-6, v
     return centred / (centred.std() + eps)
 
 
+@register_algorithm
 class ReinforcePP(ClippedSurrogate, Algorithm):
     """REINFORCE++: batch-whitened returns (the KL to the reference subtracted from the reward)."""
 
@@ -42,6 +43,7 @@ class ReinforcePP(ClippedSurrogate, Algorithm):
         return reinforce_pp_advantages(rewards, valid=valid)
 
 
+@register_algorithm
 class ReinforcePPBaseline(ReinforcePP):
     """REINFORCE++-baseline: group-mean baseline, then batch whitening."""
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from flywheel.algorithms.base import Algorithm
+from flywheel.algorithms.base import Algorithm, register_algorithm
 from flywheel.algorithms.ppo_clip import ClippedSurrogate
 from flywheel.config.algorithms import RLOOConfig
 
@@ -27,6 +27,7 @@ def rloo_advantages(rewards: torch.Tensor, valid: torch.Tensor | None = None) ->
     return rewards - others_mean
 
 
+@register_algorithm
 class RLOO(ClippedSurrogate, Algorithm):
     """Leave-one-out baselines and the PPO clipped surrogate."""
 

@@ -1,15 +1,19 @@
 """Schema of the ``algorithm:`` section: one member per algorithm, keyed on ``name`` (default grpo).
 
-Each algorithm's settings are declared here, once; its implementation (algorithms/<name>.py) names its
-config class in ``config_type``. Fields shared by every algorithm (aggregation, entropy bonus, KL to a
-reference, off-policy corrections) live on ``AlgorithmConfig``. This module imports no algorithm.
+Each built-in algorithm's settings are declared here, once; its implementation (algorithms/<name>.py) names
+its config class in ``config_type``. Fields shared by every algorithm (aggregation, entropy bonus, KL to a
+reference, off-policy corrections, the modules to import) live on ``AlgorithmConfig``. An algorithm of the
+user's own declares its config class beside its implementation, in a module named in ``algorithm.imports``;
+registering it (``flywheel.algorithms.register_algorithm``) adds the class to ``ALGORITHM_CONFIGS``. This
+module imports no algorithm: only those modules, when a config names them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+import importlib
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny
 
 #: How per-token losses become one scalar (algorithms/aggregation.py implements each).
 AGGREGATIONS = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "seq_mean_token_sum_norm")
@@ -22,6 +26,10 @@ class AlgorithmConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    name: str = Field("grpo", description="The algorithm: a built-in one or one registered by a module of algorithm.imports.")
+    imports: list[str] = Field(
+        [], description="Python modules imported before the algorithm is chosen: where your own @register_algorithm classes live."
+    )
     aggregation: Literal[AGGREGATIONS] = Field(
         "token_mean", description="How per-token losses become one scalar (normalised over the whole optimiser step)."
     )
@@ -109,7 +117,8 @@ class PPOConfig(ClipConfig):
     value_clip: float = Field(0.2, gt=0, description="New values stay within this of the rollout-time values in the value loss.")
 
 
-#: Every algorithm's settings by ``algorithm.name``, in the order the docs list them.
+#: Every algorithm's settings by ``algorithm.name``, in the order the docs list them; an algorithm of the
+#: user's own is added when its module registers it.
 ALGORITHM_CONFIGS: dict[str, type[AlgorithmConfig]] = {
     cls.model_fields["name"].default: cls
     for cls in (
@@ -118,12 +127,39 @@ ALGORITHM_CONFIGS: dict[str, type[AlgorithmConfig]] = {
 }  # fmt: skip
 
 
-def _name_of(data: Any) -> str:
-    return data.get("name", "grpo") if isinstance(data, dict) else data.name
+def add_algorithm_config(config_type: type[AlgorithmConfig]) -> str:
+    """Makes ``config_type`` selectable by its ``name``; the same class again changes nothing, another class
+    under a name already taken is refused."""
+    name = config_type.model_fields["name"].default
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{config_type.__name__} needs a default name, e.g. name: Literal['my_algorithm'] = 'my_algorithm'")
+    known = ALGORITHM_CONFIGS.setdefault(name, config_type)
+    if known is not config_type:
+        raise ValueError(f"algorithm name {name!r} is taken by {known.__module__}.{known.__qualname__}; give {config_type.__qualname__} another")
+    return name
 
 
-#: The ``algorithm:`` config section: one member per algorithm, chosen by ``name`` (default grpo).
-AnyAlgorithmConfig = Annotated[
-    Union[tuple(Annotated[cls, Tag(name)] for name, cls in ALGORITHM_CONFIGS.items())],  # noqa: UP007
-    Discriminator(_name_of),
-]
+def _chosen(data: Any) -> Any:
+    """An ``algorithm:`` mapping as the config class its ``name`` chooses, after importing the modules of
+    its ``imports`` (which may register that class)."""
+    if not isinstance(data, dict):
+        return data  # an AlgorithmConfig already
+    modules = data.get("imports") or []
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise ValueError(f"algorithm.imports must be a list of module names, e.g. [my_algorithm] (got {modules!r})")
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(f"algorithm.imports: cannot import {module!r} ({error}); put its folder on PYTHONPATH") from None
+    name = data.get("name", "grpo")
+    if not isinstance(name, str) or name not in ALGORITHM_CONFIGS:
+        raise ValueError(
+            f"unknown algorithm.name {name!r}: use one of {', '.join(ALGORITHM_CONFIGS)} (or add the module registering yours to algorithm.imports)"
+        )
+    return ALGORITHM_CONFIGS[name].model_validate(data)
+
+
+#: The ``algorithm:`` config section: the member of ``ALGORITHM_CONFIGS`` chosen by ``name`` (default grpo),
+#: written out with all of its fields.
+AnyAlgorithmConfig = Annotated[SerializeAsAny[AlgorithmConfig], BeforeValidator(_chosen)]
