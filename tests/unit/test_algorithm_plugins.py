@@ -65,6 +65,14 @@ def test_a_plugin_config_mistake_is_one_sentence(on_path, overrides, sentence):
     assert sentence in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_module_that_fails_to_import_is_one_sentence(tmp_path, monkeypatch):
+    (tmp_path / "broken_algorithm.py").write_text("def broken(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as caught:
+        load_config(REPO / "configs/quickstart.yaml", ["algorithm.imports=[broken_algorithm]"])
+    assert "algorithm.imports: importing 'broken_algorithm' raised SyntaxError: " in str(caught.value) and "\n" not in str(caught.value)
+
+
 def test_an_unregistered_name_says_where_algorithms_come_from():
     with pytest.raises(ConfigError, match=r"\(or add the module registering yours to algorithm.imports\)$"):
         load_config(REPO / "configs/quickstart.yaml", ["algorithm.name=my_algorithm"])

@@ -152,6 +152,8 @@ def _chosen(data: Any) -> Any:
             importlib.import_module(module)
         except ImportError as error:
             raise ValueError(f"algorithm.imports: cannot import {module!r} ({error}); put its folder on PYTHONPATH") from None
+        except Exception as error:  # the module's own code failed: a syntax error, a name registered twice
+            raise ValueError(f"algorithm.imports: importing {module!r} raised {type(error).__name__}: {error}") from None
     name = data.get("name", "grpo")
     if not isinstance(name, str) or name not in ALGORITHM_CONFIGS:
         raise ValueError(
