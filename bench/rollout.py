@@ -10,7 +10,7 @@ group taken. As in a run, the driver's startup heap is frozen out of garbage col
 rounds run (``startup_heap_frozen``, which the controller's loop runs in), and so is the engine
 actor's. Bare vLLM is ``vllm.LLM`` with the same engine arguments (``engines.vllm.engine_args``:
 model, dtype, seed, eager mode, no chunked prefill; vLLM's defaults for the rest: KV cache, max_num_seqs,
-prefix caching) and the same environment (``engine_env``: KV-cache GiB, thread binding), in a child
+prefix caching) and the same environment (``engine_env``: KV-cache GiB, thread binding; and in one process, its fastest CPU setting), in a child
 process of the bench (so that the Ray driver holds no engine and vLLM's defaults apply as a user gets
 them), timed around one ``generate`` call on the same prompt ids (the Renderer's) with the same
 sampling: one ``SamplingParams(n, temperature, max_tokens, seed, logprobs=0)`` per prompt, the stream's
@@ -115,6 +115,9 @@ def bare_worker(config, pipe) -> None:
 
     cpu = on_cpu()
     os.environ.update(engine_env(config.engine, cpu))
+    # bare vLLM at its fastest on CPU: scheduler and model in this process (its default spawns a worker process
+    # for the model; 44-57% fewer tokens/s here, bench/rollout.md)
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if cpu and config.engine.cpu_bind != "auto":
         os.sched_setaffinity(0, cpu_list(config.engine.cpu_bind))
     from vllm import LLM, SamplingParams, TokensPrompt

@@ -71,7 +71,6 @@ def test_cpu_only_vllm_options_apply_only_on_cpu():
         "TOKENIZERS_PARALLELISM": "false",
         "VLLM_CPU_KVCACHE_SPACE": "3",
         "VLLM_CPU_OMP_THREADS_BIND": "0-1",
-        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     }
     assert engine_env(config.engine, cpu=False) == {"VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
 
