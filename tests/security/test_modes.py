@@ -57,11 +57,29 @@ def test_rlimits_only_mode_is_explicit_and_warns(caplog):
 
 
 def _settled(worker: int) -> list[int]:
-    """The worker's processes once it is ready for a request: zygote, supervisor, the supervisor's waiting child."""
-    deadline = time.monotonic() + 5
-    while len(found := pool._descendants(worker)) != 3 and time.monotonic() < deadline:
+    """The worker's processes once it is ready for a request: zygote, supervisor, the supervisor's waiting child.
+    Ready means a chain of exactly three live (not zombie) processes, unchanged over 50 ms: a count alone also
+    matches the moment a finished supervisor is being reaped while the next one forks."""
+
+    def chain() -> list[int] | None:
+        found = pool._descendants(worker)
+        if len(found) != 3:
+            return None
+        try:
+            stats = [Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split() for pid in found]
+        except OSError:
+            return None
+        parents_ok = [int(st[1]) for st in stats] == [worker, *found[:2]]
+        return found if parents_ok and all(st[0] != b"Z" for st in stats) else None
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if (first := chain()) is not None:
+            time.sleep(0.05)
+            if chain() == first:
+                return first
         time.sleep(0.01)
-    return found
+    raise AssertionError(f"worker {worker} never settled: {pool._descendants(worker)}")
 
 
 def test_dead_and_wedged_workers_are_replaced(monkeypatch):

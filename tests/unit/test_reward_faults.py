@@ -36,6 +36,30 @@ def call(fn, completions=("a", "b"), prompt="3+4=", timeout_s=None):
     return asyncio.run(call_trl_function(fn, "f", list(completions), [task(prompt)] * len(completions), timeout_s))
 
 
+def test_threads_that_load_the_same_file_at_once_all_get_its_function(tmp_path):
+    """A rollout worker's groups load a config's grader on their threads at the same time: none may see the module
+    half executed (its function not yet defined)."""
+    import threading
+
+    slow_module = tmp_path / "slow_grader.py"
+    slow_module.write_text("import time\ntime.sleep(0.3)\n\ndef grade(answer, reference, row):\n    return 1.0\n")
+    loaded, start = [], threading.Barrier(8)
+
+    def load():
+        start.wait()
+        try:
+            loaded.append(load_function.__wrapped__(f"{slow_module}:grade"))
+        except ValueError as error:
+            loaded.append(error)
+
+    threads = [threading.Thread(target=load) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(loaded) == 8 and all(fn is loaded[0] and callable(fn) for fn in loaded), loaded
+
+
 def test_a_function_that_raises_or_times_out_is_a_reward_fault_with_its_cause():
     with pytest.raises(RewardFault, match=r"^reward function 'f' raised ZeroDivisionError: a reward function bug$") as info:
         call(load_function(f"{FAULTY}:raises_on_some_prompts"), prompt="3+4=")

@@ -6,9 +6,14 @@ import importlib
 import importlib.util
 import re
 import sys
+import threading
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+
+# Module-level code runs once, with the module already in sys.modules: without this lock, a second thread loading
+# the same file meanwhile finds it half executed and reports its function missing.
+_LOADING = threading.RLock()
 
 
 @cache
@@ -31,14 +36,15 @@ def _module_from_file(path: Path):
     if not path.is_file():
         raise FileNotFoundError(f"no file {path}")
     module_name = "flywheel_user_" + re.sub(r"\W", "_", path.resolve().as_posix().removesuffix(".py"))
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[module_name]
-        raise
-    return module
+    with _LOADING:
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+        return module
