@@ -69,6 +69,9 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric("reward/timeouts", "episodes", "episodes whose reward function outlived reward.function_timeout_s (its whole group)"),
     Metric("loss/policy", "loss", "the policy loss (mean over the step's optimiser steps)"),
+    Metric(
+        "loss/user", "loss", "flywheel.Session: the caller's loss_fn over the whole forward_backward batch (the sum of its micro-batches' shares)"
+    ),
     Metric("loss/clip_frac", "share", "share of tokens (GSPO: sequences; CISPO: weights) clipped"),
     Metric("loss/dual_clip_frac", "share", "share of tokens clipped by the dual clip"),
     Metric("loss/ratio_mean", "ratio", "GSPO / CISPO: mean importance ratio"),

@@ -117,3 +117,8 @@ def test_registering_is_checked():
 def test_the_docs_page_shows_the_example_as_it_is():
     page = (REPO / "docs/new_algorithm.md").read_text()
     assert f"```python\n{EXAMPLE.read_text()}```" in page
+
+
+def test_the_session_page_shows_its_example_as_it_is():
+    page = (REPO / "docs/session.md").read_text()
+    assert f"```python\n{(REPO / 'examples/rejection_sft.py').read_text()}```" in page

@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"rollout"},
     {"cluster"},
     {"eval", "monitor"},
-    {"controller", "supervisor", "preflight", "reward_check", "api", "cli", "dashboard", "__init__", "__main__"},
+    {"controller", "session", "supervisor", "preflight", "reward_check", "api", "cli", "dashboard", "__init__", "__main__"},
 ]
 LEVEL = {unit: level for level, units in enumerate(LAYERS) for unit in units}
 

@@ -108,7 +108,7 @@ def all_gather(local: torch.Tensor) -> torch.Tensor:
 #: the maximum; every other metric is a weighted mean: by the micro-batch's loss tokens, or by the
 #: weight it gives as a (value, weight) pair (a mean over a subset of the tokens), over the
 #: micro-batches that report it.
-SHARES = ("loss/policy", "loss/critic")
+SHARES = ("loss/policy", "loss/critic", "loss/user")
 
 
 def combine_metrics(local: list[tuple[dict[str, float | tuple[float, float]], float]]) -> dict[str, float]:

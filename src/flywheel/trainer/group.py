@@ -14,16 +14,18 @@ then kills them all.
 from __future__ import annotations
 
 import asyncio
+import sys
 from dataclasses import replace
 
 import ray
+import ray.cloudpickle as cloudpickle
 import torch
 from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from flywheel.config import Config
 from flywheel.trainer.distributed import free_address
-from flywheel.trainer.trainer import Trainer
+from flywheel.trainer.trainer import LossFn, Trainer
 from flywheel.types import StepResult, TrainBatch
 from flywheel.weights.base import WeightTransport, WeightUpdate
 
@@ -118,6 +120,17 @@ class TrainerGroup:
                 logprobs[torch.cat(minibatches)] = result.logprobs
         return replace(results[0], logprobs=logprobs)
 
+    async def forward_backward(self, batch: TrainBatch, loss_fn: LossFn) -> dict[str, float]:
+        """Accumulates the gradients of ``loss_fn`` over ``batch`` (rows dealt to the ranks as a one-minibatch
+        step's are); the metrics of every rank's micro-batches."""
+        shares = [rows for [rows] in deal_rows(len(batch), 1, self.ranks)]
+        payload = by_value(loss_fn)
+        return (await self._all("forward_backward_with", [batch.select(rows) for rows in shares], [payload] * self.ranks))[0]
+
+    async def apply_gradients(self) -> dict[str, float]:
+        """Clips and applies the accumulated gradients (skipped when not finite); the weights are the next version."""
+        return (await self._all("apply_gradients"))[0]
+
     async def logprobs(self, batch: TrainBatch) -> torch.Tensor:
         return await self._rowwise("logprobs", batch)
 
@@ -155,6 +168,20 @@ class TrainerGroup:
             for actor in self.actors:
                 ray.kill(actor)
             remove_placement_group(self._placement)
+
+
+def by_value(fn: LossFn) -> bytes:
+    """``fn`` pickled with the code of its own module, which the trainer's processes may not be able to import (a
+    test file, a notebook's helper module); flywheel's own functions travel by name."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    own = module is not None and module.__name__.partition(".")[0] not in ("flywheel", "__main__")
+    if own:
+        cloudpickle.register_pickle_by_value(module)
+    try:
+        return cloudpickle.dumps(fn)
+    finally:
+        if own:
+            cloudpickle.unregister_pickle_by_value(module)
 
 
 def _rendezvous() -> str:

@@ -25,10 +25,12 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from pathlib import Path
 
+import ray.cloudpickle as cloudpickle
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -48,6 +50,10 @@ from flywheel.trainer.packing import plan_microbatches
 from flywheel.types import StepResult, TrainBatch
 from flywheel.weights.base import WeightTransport, WeightUpdate, split_aliases
 from flywheel.weights.probe import TOLERANCE, Probe, probe_of, probe_tokens
+
+# A user's loss (``Session.forward_backward``): (micro-batch, its policy logprobs [b, T] with gradients, the
+# counts of the whole call) -> the micro-batch's share of the loss, alone or with metrics.
+LossFn = Callable[[TrainBatch, torch.Tensor, LossTotals], "torch.Tensor | tuple[torch.Tensor, dict[str, float]]"]
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
 
@@ -230,6 +236,31 @@ class Trainer:
                 value_loss.backward()
             metrics |= value_metrics | {"loss/critic": value_loss.item()}
         self._nonfinite |= {name for name in ("loss/policy", "loss/critic") if not math.isfinite(metrics.get(name, 0.0))}
+        return metrics
+
+    def forward_backward_with(self, part: TrainBatch, pickled_loss: bytes) -> dict[str, float]:
+        """Accumulates the gradients of a ``Session``'s own loss (a ``LossFn``, pickled by value) over this
+        rank's rows ``part``: the rows are cut into micro-batches as a step's are, and ``loss_fn(micro, logprobs,
+        totals)`` returns each micro-batch's share of the loss (``totals``: counts over every rank's rows),
+        alone or with a dict of metrics. Metrics come back averaged over the loss tokens of every rank."""
+        loss_fn: LossFn = cloudpickle.loads(pickled_loss)
+        [rows], counts = self._plan([part])
+        totals = LossTotals(counts[:, 0, 0].sum().item(), int(counts[:, 0, 1].sum().item()), self.config.rollout.max_new_tokens)
+        local = []
+        for micro in self._cut(part, rows, int(counts[:, 0, 2].max().item())):
+            out = loss_fn(micro, self._logprobs(self.model, micro), totals)
+            loss, metrics = out if isinstance(out, tuple) else (out, {})
+            loss.backward()
+            metrics = {name: float(value) for name, value in metrics.items()} | {"loss/user": loss.item()}
+            if not math.isfinite(metrics["loss/user"]):
+                self._nonfinite.add("loss/policy")  # the policy's update is skipped, as for the built-in loss
+            local.append((metrics, micro.loss_mask.sum().item()))
+        return combine_metrics(local)
+
+    def apply_gradients(self) -> dict[str, float]:
+        """``optim_step`` of a ``Session``: the weights after it are the next version."""
+        metrics = self.optim_step()
+        self.version += 1
         return metrics
 
     def optim_step(self) -> dict[str, float]:
