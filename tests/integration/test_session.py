@@ -1,8 +1,10 @@
 """flywheel.Session on the session's engine with a fresh trainer: sample scored groups, a loss of the caller's
 own through forward_backward (the value it reports is the loss of the whole batch, however the trainer cut it),
-optim_step, publish (the engine then samples with the trainer's new weights), save / load (exact), log, close.
+optim_step, publish (the engine then samples, and scores given tokens, with the trainer's new weights), save /
+load (exact), a NaN loss skipped, a call from inside a running event loop (a notebook cell), log, close.
 (slow) examples/rejection_sft.py from outside the package: best-of-n then SFT raises the sampled reward."""
 
+import asyncio
 import json
 import os
 import subprocess
@@ -49,7 +51,11 @@ def test_a_session_samples_trains_its_own_loss_publishes_and_saves(fresh_workers
         greedy = [g[0] for g in session.sample(session.tasks.train[:6], n=1, temperature=0.0)]
         assert all(e.completion.weight_version == 1 for e in greedy)
         served = session.collate(greedy)
-        torch.testing.assert_close(session.logprobs(served)[served.loss_mask > 0], served.behaviour_logprobs[served.loss_mask > 0], atol=2e-3, rtol=0)
+        sampled = served.loss_mask > 0
+        torch.testing.assert_close(session.logprobs(served)[sampled], served.behaviour_logprobs[sampled], atol=2e-3, rtol=0)
+        prefill = session.engine_logprobs(served)  # the engine scoring given tokens (a teacher's call), prompt included
+        torch.testing.assert_close(prefill[sampled], served.behaviour_logprobs[sampled], atol=1e-4, rtol=0)
+        torch.testing.assert_close(prefill, session.logprobs(served), atol=2e-3, rtol=0)
 
         saved = session.save(tmp_path / "ckpt")
         session.forward_backward(batch, nll)
@@ -62,6 +68,10 @@ def test_a_session_samples_trains_its_own_loss_publishes_and_saves(fresh_workers
         assert nan["loss/user"] != nan["loss/user"] and session.optim_step()["train/nonfinite_skipped"] == 1.0
         torch.testing.assert_close(session.logprobs(batch), after, atol=1e-6, rtol=0)  # the NaN step was not applied
 
+        async def cell():  # a Jupyter cell runs inside the kernel's event loop
+            return session.sample(session.tasks.train[:2], n=2)
+
+        assert [len(g) for g in asyncio.run(cell())] == [2, 2]
         session.log({"sft/kept": 3.0}, 1)
         run_dir = session.run_dir
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -79,3 +89,20 @@ def test_rejection_sampling_then_sft_from_outside_the_package(tmp_path):
     assert all(row["sft/kept"] > 0 and row["train/grad_norm"] > 0 for row in rows[1:])
     rewards = [row["reward/mean"] for row in rows[1:]]  # 512 sampled episodes a round
     assert sum(rewards[-3:]) / 3 >= sum(rewards[:3]) / 3 + 0.03, rewards  # measured: 0.318 -> 0.396
+
+
+@pytest.mark.slow
+def test_a_teacher_engine_scores_the_students_tokens(tmp_path):
+    """Session(teacher=) serves the teacher on an engine of its own: the same model as the student scores the
+    student's tokens as the student's engine does, and no longer once the student has trained."""
+    with Session(
+        REPO / "configs/quickstart.yaml", [f"run.output_dir={tmp_path}", "run.progress=false"], teacher=str(REPO / "assets/tiny-adder")
+    ) as session:
+        batch = session.collate([g[0] for g in session.sample(session.tasks.train[:4], n=1)])
+        teacher = session.teacher_logprobs(batch)
+        torch.testing.assert_close(teacher, session.engine_logprobs(batch), atol=1e-4, rtol=0)
+        assert (teacher[:, 1:] * batch.attention_mask[:, 1:] < 0).any()
+        session.forward_backward(batch, nll)
+        session.optim_step()
+        session.publish()
+        assert (session.engine_logprobs(batch) - session.teacher_logprobs(batch)).abs().max() > 1e-3

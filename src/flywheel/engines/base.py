@@ -48,6 +48,12 @@ class Engine(Protocol):
         """
         ...
 
+    async def score(self, sequences: list[list[int]]) -> list[list[float]]:
+        """The engine's logprob of every token of each sequence given the tokens before it (``len(sequence) - 1``
+        values, from the second token on), from a prefill under the weights it serves: a teacher scoring a
+        student's tokens. Raises ``EngineDied`` if the engine's process dies meanwhile."""
+        ...
+
     async def load_weights(self, update: WeightUpdate) -> Loaded:
         """Replaces every weight of the model with the tensors of ``update`` in place, without dropping
         or restarting requests in flight, and returns the seconds generation was paused (and, with

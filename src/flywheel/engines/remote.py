@@ -123,6 +123,12 @@ class RemoteEngine:
         except RayActorError as error:
             raise EngineDied(str(error)) from error
 
+    async def score(self, sequences: list[list[int]]) -> list[list[float]]:
+        try:
+            return await self.actor.score.remote(sequences)
+        except RayActorError as error:
+            raise EngineDied(str(error)) from error
+
     async def load_weights(self, update: WeightUpdate) -> Loaded:
         try:
             return await self.actor.load_weights.remote(update)

@@ -291,18 +291,22 @@ class VLLMEngine(ServesBatches):
         return end
 
     async def _probe_logprobs(self, probe: Probe) -> list[list[float]]:
-        """The engine's logprobs of the probe's tokens (position 1 on), from a prefill of each sequence."""
+        """The engine's logprobs of the probe's tokens (position 1 on)."""
+        return await self.score([list(tokens) for tokens in probe.tokens])
+
+    async def score(self, sequences: list[list[int]]) -> list[list[float]]:
+        """Each sequence's logprobs from position 1 on, from a prefill of it (one output token, not kept)."""
         from vllm import SamplingParams, TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY)
 
-        async def prefill(tokens: tuple[int, ...]) -> list[float]:
-            async for output in self.llm.generate(TokensPrompt(prompt_token_ids=list(tokens)), params, request_id=f"probe-{next(self.request_ids)}"):
+        async def prefill(tokens: list[int]) -> list[float]:
+            async for output in self.llm.generate(TokensPrompt(prompt_token_ids=tokens), params, request_id=f"score-{next(self.request_ids)}"):
                 final = output
             return [step[token].logprob for step, token in zip(final.prompt_logprobs[1:], tokens[1:])]
 
-        return list(await asyncio.gather(*(prefill(tokens) for tokens in probe.tokens)))
+        return list(await asyncio.gather(*(prefill(tokens) for tokens in sequences)))
 
     async def _begin(self, update: WeightUpdate, shadow: bool = False) -> None:
         """Starts vLLM's weight-transfer session for ``update`` on every worker (joining its group first when

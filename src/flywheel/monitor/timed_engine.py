@@ -35,6 +35,10 @@ class TimedEngine:
         with self.timeline.span(self.name(self), "generate"):
             return await self.engine.generate(prompts, n, temperature, max_tokens, seed, stop, schema)
 
+    async def score(self, sequences: list[list[int]]) -> list[list[float]]:
+        with self.timeline.span(self.name(self), "score"):
+            return await self.engine.score(sequences)
+
     async def load_weights(self, update: WeightUpdate) -> Loaded:
         start = time.time()
         loaded = await self.engine.load_weights(update)
