@@ -242,7 +242,8 @@ class Trainer:
         """Accumulates the gradients of a ``Session``'s own loss (a ``LossFn``, pickled by value) over this
         rank's rows ``part``: the rows are cut into micro-batches as a step's are, and ``loss_fn(micro, logprobs,
         totals)`` returns each micro-batch's share of the loss (``totals``: counts over every rank's rows),
-        alone or with a dict of metrics. Metrics come back averaged over the loss tokens of every rank."""
+        alone or with a dict of metrics. Metrics come back averaged over the loss tokens of every rank, but
+        ``loss/user``: the shares summed, the loss of the whole batch."""
         loss_fn: LossFn = cloudpickle.loads(pickled_loss)
         [rows], counts = self._plan([part])
         totals = LossTotals(counts[:, 0, 0].sum().item(), int(counts[:, 0, 1].sum().item()), self.config.rollout.max_new_tokens)
