@@ -275,9 +275,7 @@ async def begin(run: Run, notes: list[str]) -> None:
     w = run.writers
     if run.checkpoint is not None:
         await run.trainer.restore(str(run.checkpoint))
-    run.update = await run.trainer.publish_weights()
-    run.proof = proof_metrics(run.update, await load_everywhere(run.router, run.stream, run.update))
-    run.version = run.update.version
+    await publish_and_load(run)
     resumed = f" (resumed after step {run.first_step - 1})" if run.checkpoint else ""
     for line in [f"run directory: {run.run_dir}{resumed}", *notes, *w.trackers.describe()]:
         w.progress.log(line)
@@ -295,6 +293,13 @@ async def begin(run: Run, notes: list[str]) -> None:
                 }
             w.progress.evaluated(row)
             w.trackers.log(row, 0)
+
+
+async def publish_and_load(run: Run) -> None:
+    """The trainer's weights published and loaded (and proven) by every engine replica before it returns."""
+    run.update = await run.trainer.publish_weights()
+    run.proof = proof_metrics(run.update, await load_everywhere(run.router, run.stream, run.update))
+    run.version = run.update.version
 
 
 async def until_first_failure(producer: asyncio.Task, trainer: asyncio.Task) -> None:

@@ -31,7 +31,7 @@ from flywheel.algorithms.batch import build_batch
 from flywheel.api import ConfigLike, Overrides, as_config
 from flywheel.cluster.workers import Workers, engine_group, local_run_spec, start_engines, start_workers
 from flywheel.config import Config
-from flywheel.controller import Run, close, load_everywhere, proof_metrics, setup
+from flywheel.controller import Run, close, publish_and_load, setup
 from flywheel.engines.base import Engine
 from flywheel.preemption import StopSignals
 from flywheel.rollout.group import EnvEpisode, run_group
@@ -41,7 +41,6 @@ from flywheel.types import StepResult, Task, TrainBatch, collate
 from flywheel.weights import open_transport
 
 T = TypeVar("T")
-TaskLike = Task | str | dict[str, Any]
 
 
 class Session:
@@ -98,18 +97,21 @@ class Session:
 
     # --- the calls ---------------------------------------------------------------------------------
     def sample(
-        self, tasks: Sequence[TaskLike], n: int | None = None, temperature: float | None = None, max_tokens: int | None = None
+        self, tasks: Sequence[Task | str], n: int | None = None, temperature: float | None = None, max_tokens: int | None = None
     ) -> list[list[EnvEpisode]]:
         """A group of ``n`` episodes (default ``rollout.group_size``) per task, run by the task's environment
         on the engines (a group's turns on one replica) and scored as a run scores them (environment grade or
-        reward pipeline, then the algorithm's shaping). A task is a ``Task``, a prompt, or a dataset row."""
+        reward pipeline, then the algorithm's shaping). A task is a ``Task`` (``tasks.train``, ``tasks.eval``: a
+        dataset's rows as its environment reads them) or a prompt alone."""
         r = self.config.rollout
         n, temperature, max_tokens = n or r.group_size, r.temperature if temperature is None else temperature, max_tokens or r.max_new_tokens
         first, self.samples = self.samples, self.samples + len(tasks)
         seeds = [group_seed(self.config.run.seed, first + i) for i in range(len(tasks))]
 
         async def groups() -> list[list[EnvEpisode]]:
-            return await asyncio.gather(*(self._group(_task(t), n, temperature, max_tokens, s) for t, s in zip(tasks, seeds)))
+            return await asyncio.gather(
+                *(self._group(Task(t) if isinstance(t, str) else t, n, temperature, max_tokens, s) for t, s in zip(tasks, seeds))
+            )
 
         return self._call(groups())
 
@@ -171,15 +173,8 @@ class Session:
     def publish(self) -> int:
         """The trainer's weights to every engine replica, proven there (``weights.probe``); returns the version
         the engines now serve."""
-
-        async def publish() -> int:
-            run = self.run
-            run.update = await run.trainer.publish_weights()
-            run.proof = proof_metrics(run.update, await load_everywhere(run.router, run.stream, run.update))
-            run.version = run.update.version
-            return run.version
-
-        return self._call(publish())
+        self._call(publish_and_load(self.run))
+        return self.run.version
 
     def save(self, path: str | Path) -> Path:
         """A resumable checkpoint at ``path``: the model (HF format, loadable by ``evaluate``) and the sharded
@@ -241,11 +236,3 @@ async def prefill_logprobs(engine: Engine, batch: TrainBatch) -> torch.Tensor:
 async def _on_loop(build, *args):
     """``build(*args)`` on the session's event loop (what it creates binds to that loop)."""
     return build(*args)
-
-
-def _task(task: TaskLike) -> Task:
-    if isinstance(task, Task):
-        return task
-    if isinstance(task, str):
-        return Task(prompt=task)
-    return Task(prompt=task["prompt"], answer=str(task.get("answer", "")), metadata={k: v for k, v in task.items() if k not in ("prompt", "answer")})

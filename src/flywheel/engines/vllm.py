@@ -35,7 +35,7 @@ from flywheel.engines.spec import EngineSpec
 from flywheel.engines.vllm_plugin import BACKEND
 from flywheel.types import Completion
 from flywheel.weights.base import WeightsCorrupt, WeightUpdate
-from flywheel.weights.probe import Probe, worst_gap
+from flywheel.weights.probe import worst_gap
 
 
 def on_cpu() -> bool:
@@ -216,7 +216,7 @@ class VLLMEngine(ServesBatches):
         if update.probe is not None:
             self.proofs[label] = asyncio.get_running_loop().create_future()
             try:
-                gap = worst_gap(update.probe, await self._probe_logprobs(update.probe))
+                gap = worst_gap(update.probe, await self.score([list(tokens) for tokens in update.probe.tokens]))
             finally:
                 proven = gap is not None and gap.size <= update.probe.tolerance
                 try:  # a refused version is out of service before the completions waiting on it are sampled again
@@ -289,10 +289,6 @@ class VLLMEngine(ServesBatches):
         end = asyncio.get_running_loop().time()
         await self.llm.resume_generation()
         return end
-
-    async def _probe_logprobs(self, probe: Probe) -> list[list[float]]:
-        """The engine's logprobs of the probe's tokens (position 1 on)."""
-        return await self.score([list(tokens) for tokens in probe.tokens])
 
     async def score(self, sequences: list[list[int]]) -> list[list[float]]:
         """Each sequence's logprobs from position 1 on, from a prefill of it (one output token, not kept)."""
