@@ -376,18 +376,23 @@ async def train_step(run: Run, step: int) -> list[Alert]:
     seconds = {"wait_for_batch_s": waited, "train_s": t2 - t1, "sync_s": t3 - t2, "wait_for_weights_s": paused, "step_s": t3 - t0}
     episodes = [e for g in groups for e in g.episodes]
     row = step_metrics(step, episodes, seconds, generated, run.version) | rollout_metrics | trained.metrics
-    row |= {"engines/live": run.router.live_count, "engines/resubmitted": run.router.resubmitted, "engines/restarts": run.router.restarts}
-    row |= run.proof
+    row |= engine_counts(run.router) | run.proof
     stops = watch(run, step, row)
     await evaluate(run, step, row)
     if step % c.run.checkpoint_every == 0:
         with w.timeline.span("controller", "checkpoint"):
             await save_checkpoint(run.trainer, run.run_dir / "checkpoints" / f"step_{step}", stream_state(run.stream, step))
+    row |= engine_counts(run.router)  # again: a replica that died in the step's eval or checkpoint counts in its row
     row["timing/elapsed_s"] = time.perf_counter() - run.started
     w.trackers.log(row, step)
     w.progress.step(row)
     run.completed, run.resume_state = step, stream_state(run.stream, step)
     return stops
+
+
+def engine_counts(router: EngineRouter) -> dict[str, float]:
+    """The replicas' counters so far: live, requests resubmitted after a death, replacements started."""
+    return {"engines/live": router.live_count, "engines/resubmitted": router.resubmitted, "engines/restarts": router.restarts}
 
 
 async def unless_load_fails(work: Coroutine[Any, Any, T], loading: asyncio.Task | None) -> T:
