@@ -37,7 +37,7 @@ from helpers import SYNC
 
 REPO = Path(__file__).resolve().parents[2]
 RAY = Path(sys.executable).with_name("ray")
-STEPS = 5
+STEPS = 12  # long enough that the freeze lands before the run ends
 NODE_TIMEOUT_S = 120
 
 pytestmark = pytest.mark.slow
@@ -183,22 +183,22 @@ def generating(run_dir: Path, replicas: int = 2) -> int | None:
 
 def freeze_while_generating(node: Node, run_dir: Path, timeout_s: float = 600) -> None:
     """SIGSTOPs the node's Ray workers (its replica, vLLM's engine core, its rollout worker) once the replica
-    has been busy for 0.6 s in a row while the run only generates (``generating``), so requests are in
+    is seen busy (over 0.04 s of CPU in 0.2 s) while the run only generates (``generating``), so requests are in
     flight on it; resumes them and tries again if the run left that window before they stopped, or if
     the step still ended once the run went quiet (they held none). The replica's CPU alone tells: a busy
     rollout worker there may hold groups bound for the other replica while its own has finished, and
     then nothing would ask the killed replica anything before the next weight load."""
     deadline = time.monotonic() + timeout_s
     while True:
-        busy, steps = 0, generating(run_dir)
-        while busy < 3 and steps is not None and generating(run_dir) == steps:
+        busy, steps = False, generating(run_dir)
+        while not busy and steps is not None and generating(run_dir) == steps:
             assert time.monotonic() < deadline, "the doomed replica never generated"
             replica = ray_workers(node, "VLLMEngine")
             before = cpu_seconds(replica)
             time.sleep(0.2)
-            busy = busy + 1 if cpu_seconds(replica) - before > 0.04 else 0
+            busy = cpu_seconds(replica) - before > 0.04
         assert time.monotonic() < deadline, "the doomed replica never generated"
-        if busy < 3:
+        if not busy:
             time.sleep(0.1)
             continue
         frozen = ray_workers(node)
@@ -240,7 +240,7 @@ def test_a_killed_worker_node_s_engine_restarts_on_a_live_node(cluster, tmp_path
         "rollout.workers=2",
         "cluster.rollout_labels={flywheel-role: engine}",
         "cluster.rollout_cpus=0.25",
-        "rollout.prompts_per_step=8",
+        "rollout.prompts_per_step=32",  # each step generates long enough for the doomed replica to be seen busy
         f"run.steps={STEPS}",
         "run.progress=false",
         "run.dump_rollouts=true",

@@ -267,7 +267,7 @@ def start_workers(
 
 def start_side_by_side(spec: RunSpec, transport: WeightTransport, trainer_class: type | None) -> tuple[list[Engine], TrainerGroup]:
     """The engines and, from a thread, the trainer group at once: each start is mostly processes importing
-    and loading on their own, so the run waits for the slower one only (quickstart: 28 s of engine and
+    and loading on their own, so the run waits for the slower one only (quickstart: about 20 s of engine and
     11 s of trainer). Under mpirun (the trainer's ranks are this process and its MPI peers) the engines
     first, then the trainer here. What started is stopped if the other fails."""
     from flywheel.cluster.mpi import launched_by_mpi
