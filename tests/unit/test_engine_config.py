@@ -71,6 +71,7 @@ def test_cpu_only_vllm_options_apply_only_on_cpu():
         "TOKENIZERS_PARALLELISM": "false",
         "VLLM_CPU_KVCACHE_SPACE": "3",
         "VLLM_CPU_OMP_THREADS_BIND": "0-1",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the model runs in the engine core: one vLLM import fewer
     }
     assert engine_env(config.engine, cpu=False) == {"VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
 
