@@ -99,3 +99,19 @@ def test_mismatch_kl_counts_only_tokens_sampled_by_the_weights_being_trained(tmp
 
     trainer.version = 2  # nothing in a batch of versions 0 and 1 was sampled by version 2: no mismatch to report
     assert "train/mismatch_kl" not in trainer.train_step([replace(batch, behaviour_logprobs=behaviour, weight_versions=versions)]).metrics
+
+
+def test_a_one_rank_trainer_needs_no_port(tmp_path):
+    """A rendezvous port is free when picked and can be taken by another process before rank 0 binds it (two
+    runs starting at once did); a group of one rank meets through an in-process store and never binds one."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"tcp://127.0.0.1:{taken.getsockname()[1]}"
+        code = f"from flywheel.trainer.distributed import join; import torch.distributed as d; join(0, 1, {address!r}); print(d.get_world_size())"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr[-2000:]

@@ -35,7 +35,9 @@ def join(rank: int, world_size: int, init_method: str | None, device: int = 0) -
     cuda = torch.cuda.is_available()
     if not dist.is_initialized():
         backend = "cpu:gloo,cuda:nccl" if cuda else "gloo"
-        dist.init_process_group(backend, init_method=init_method or free_address(), rank=rank, world_size=world_size, timeout=timedelta(minutes=30))
+        # one rank meets no one: an in-process store, so no port (free when picked) can be taken by another process first
+        meeting = {"store": dist.HashStore()} if world_size == 1 else {"init_method": init_method or free_address()}
+        dist.init_process_group(backend, **meeting, rank=rank, world_size=world_size, timeout=timedelta(minutes=30))
     if dist.get_world_size() != world_size:
         raise RuntimeError(f"this process already belongs to a group of {dist.get_world_size()} ranks, not {world_size}")
     if cuda:
