@@ -51,7 +51,7 @@ docs: setup
 test: setup lint docs
 	$(PY) -m pytest tests -m "not slow" -n 2 --dist loadfile
 
-# The slow tests on two workers too: 31 min instead of 48 on one (docs/LOG.md).
+# The slow tests on two workers too: 22 min instead of 48 on one (docs/LOG.md).
 test-slow: setup
 	$(PY) -m pytest tests -m slow -n 2 --dist loadfile
 
