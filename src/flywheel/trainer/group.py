@@ -71,7 +71,8 @@ class TrainerGroup:
                 + "; lower trainer.ranks or give Ray more resources"
             ) from None
         on = lambda rank: PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)  # noqa: E731
-        address = ray.get(ray.remote(_rendezvous).options(num_cpus=0, scheduling_strategy=on(0)).remote())
+        # one rank meets through an in-process store (trainer/distributed.join): no port, no task to pick one
+        address = ray.get(ray.remote(_rendezvous).options(num_cpus=0, scheduling_strategy=on(0)).remote()) if n > 1 else None
         actor = ray.remote(trainer_class)
         actors = [
             actor.options(num_cpus=1, num_gpus=gpus_per_rank, scheduling_strategy=on(r)).remote(config, transport, r, n, address) for r in range(n)
