@@ -3,6 +3,7 @@
 Deterministic: rerunning it writes the same files (fixed seeds, one thread, deterministic kernels).
 
     .venv/bin/python assets/make_tiny_model.py
+    .venv/bin/python assets/make_tiny_model.py --target 0.9 --out DIR    # the same model, warmed up further: a teacher
 
 The warm-up trains on synthetic problems of the quickstart task (a seed disjoint from the RL splits)
 and stops as soon as the model's expected sampled accuracy on a validation set reaches
@@ -14,6 +15,7 @@ from one teacher-forced forward pass.
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 from pathlib import Path
@@ -94,6 +96,11 @@ def untie(model: Qwen2ForCausalLM) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", type=float, default=TARGET_ACCURACY, help="stop at this expected sampled accuracy")
+    parser.add_argument("--out", type=Path, default=OUT, help="the model directory written")
+    parser.add_argument("--max-steps", type=int, default=MAX_STEPS, help="stop after this many steps whatever the accuracy")
+    args = parser.parse_args()
     torch.manual_seed(SEED)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -107,7 +114,7 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
     rng = random.Random(SEED)
     accuracy = 0.0
-    for step in range(1, MAX_STEPS + 1):
+    for step in range(1, args.max_steps + 1):
         ids, mask = encode(tokenizer, rng.sample(train, BATCH))
         loss = -answer_logprobs(model, ids, mask).sum() / mask.sum()
         opt.zero_grad()
@@ -117,14 +124,14 @@ def main() -> None:
             with torch.no_grad():
                 accuracy = answer_logprobs(model, val_ids, val_mask).exp().mean().item()
             print(f"step {step} loss {loss.item():.4f} expected sampled accuracy {accuracy:.3f}")
-            if accuracy >= TARGET_ACCURACY:
+            if accuracy >= args.target:
                 break
     untie(model)
-    OUT.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(OUT, safe_serialization=True)
-    model.generation_config.save_pretrained(OUT)
-    tokenizer.save_pretrained(OUT)
-    (OUT / "warmup.json").write_text(json.dumps({"steps": step, "expected_sampled_accuracy": round(accuracy, 4)}) + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(args.out, safe_serialization=True)
+    model.generation_config.save_pretrained(args.out)
+    tokenizer.save_pretrained(args.out)
+    (args.out / "warmup.json").write_text(json.dumps({"steps": step, "expected_sampled_accuracy": round(accuracy, 4)}) + "\n")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--presets", nargs="*", default=list(PRESETS))
+    parser.add_argument("--presets", nargs="*", default=[p for p, a in PRESETS.items() if not a.needs_teacher])  # distill: bench/distill.py
     args = parser.parse_args()
     out_dir = Path(tempfile.mkdtemp(prefix="flywheel-bench-"))
     base = load_config(HERE.parent / "configs/quickstart.yaml", ["run.progress=false"])

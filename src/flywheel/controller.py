@@ -60,6 +60,7 @@ from transformers import AutoTokenizer
 from flywheel.algorithms import make_algorithm
 from flywheel.algorithms.base import Algorithm
 from flywheel.algorithms.batch import build_batch
+from flywheel.algorithms.distill import Score, teacher_metrics
 from flywheel.cluster.workers import RewardActors, Workers, local_run_spec, run_spec, start_reward_actors, start_rollout_workers, start_workers
 from flywheel.config import Config
 from flywheel.engines.base import Loaded
@@ -223,6 +224,11 @@ class Run:
     def trainer(self) -> TrainerGroup:
         return self.workers.trainer
 
+    @property
+    def teacher_score(self) -> Score | None:
+        """The distillation teacher's scoring call (``algorithm.teacher``), or None."""
+        return None if self.reward_actors.teacher is None else self.reward_actors.teacher.score
+
     def plan(self) -> BatchPlan:
         r, a = self.config.rollout, self.algorithm
         return BatchPlan(r.prompts_per_step, a.sampling_rounds, self.version, r.max_staleness, r.min_valid_episodes, a.keep_group)
@@ -352,7 +358,7 @@ async def train_step(run: Run, step: int) -> list[Alert]:
     generated, run.stream.generated_tokens = run.stream.generated_tokens, 0
     t1 = time.perf_counter()
     with w.timeline.span("controller", "train"):
-        batch = await build_batch([g.episodes for g in groups], run.algorithm, run.tokenizer.pad_token_id, run.trainer)
+        batch = await build_batch([g.episodes for g in groups], run.algorithm, run.tokenizer.pad_token_id, run.trainer, run.teacher_score)
         trained = await run.trainer.train_step(batch, keep_logprobs=dump_now)
     for stage, start, end in trained.spans:  # the trainer's own clock: time.time()
         w.timeline.add("trainer", stage, start, end)
@@ -375,7 +381,7 @@ async def train_step(run: Run, step: int) -> list[Alert]:
     waited = rollout_metrics.pop("timing/wait_for_batch_s")
     seconds = {"wait_for_batch_s": waited, "train_s": t2 - t1, "sync_s": t3 - t2, "wait_for_weights_s": paused, "step_s": t3 - t0}
     episodes = [e for g in groups for e in g.episodes]
-    row = step_metrics(step, episodes, seconds, generated, run.version) | rollout_metrics | trained.metrics
+    row = step_metrics(step, episodes, seconds, generated, run.version) | rollout_metrics | trained.metrics | teacher_metrics(batch)
     row |= engine_counts(run.router) | run.proof
     stops = watch(run, step, row)
     await evaluate(run, step, row)

@@ -23,7 +23,14 @@ from flywheel.rewards.user_functions import load_function
 def check_config(config: Config) -> Config:
     """``config`` itself when everything it names can be made; else ConfigError naming the first problem."""
     evals = [f"eval.environments.{key}: {problem}" for key, task in config.eval.environments.items() if (problem := task_problem(task))]
-    for problem in (task_problem(config.task), *evals, functions_problem(config.reward.functions), guards_problem(config.reward.guards)):
+    problems = (
+        task_problem(config.task),
+        *evals,
+        functions_problem(config.reward.functions),
+        guards_problem(config.reward.guards),
+        teacher_problem(config),
+    )
+    for problem in problems:
         if problem:
             raise ConfigError(problem)
     if config.task.dataset is not None:  # refused: any long row; skipped: only when every row is
@@ -39,6 +46,18 @@ def check_config(config: Config) -> Config:
         if problem := function_check_problem(r.check_rows, [f.name for f in r.functions], r.function_timeout_s, **config.task.env_kwargs()):
             raise ConfigError(problem)
     return config
+
+
+def teacher_problem(config: Config) -> str | None:
+    """Whether a distillation teacher (``algorithm.teacher``) reads tokens as the policy does: it scores the policy's token ids."""
+    teacher = getattr(config.algorithm, "teacher", None)
+    if teacher is None or config.algorithm.teacher_is_url:  # a server's tokenizer cannot be read from here
+        return None
+    from transformers import AutoTokenizer
+
+    if AutoTokenizer.from_pretrained(teacher).get_vocab() != AutoTokenizer.from_pretrained(config.model.path).get_vocab():
+        return f"algorithm.teacher '{teacher}' has another vocabulary than model.path '{config.model.path}'; the teacher must share the policy's tokenizer"
+    return None
 
 
 def shown_tests_warning(task: TaskConfig) -> str | None:

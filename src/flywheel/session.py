@@ -28,11 +28,11 @@ import ray
 import torch
 
 from flywheel.algorithms.batch import build_batch
+from flywheel.algorithms.distill import prefill_logprobs
 from flywheel.api import ConfigLike, Overrides, as_config
-from flywheel.cluster.workers import Workers, engine_group, local_run_spec, start_engines, start_workers
+from flywheel.cluster.workers import Workers, local_run_spec, start_workers
 from flywheel.config import Config
 from flywheel.controller import Run, close, publish_and_load, setup
-from flywheel.engines.base import Engine
 from flywheel.preemption import StopSignals
 from flywheel.rollout.group import EnvEpisode, run_group
 from flywheel.rollout.stream import group_seed, score_group
@@ -47,10 +47,9 @@ class Session:
     """``Session(config, overrides)``: starts the config's workers (or uses ``workers``, which stay the caller's)
     and publishes the initial weights. Close it (or use ``with``) to stop what it started."""
 
-    def __init__(self, config: ConfigLike = None, overrides: Overrides = (), workers: Workers | None = None, teacher: str | None = None) -> None:
+    def __init__(self, config: ConfigLike = None, overrides: Overrides = (), workers: Workers | None = None) -> None:
         resolved = as_config(config, overrides)
         self._own_ray, self._own_workers, self.samples = not ray.is_initialized(), workers is None, 0  # samples: groups so far
-        self.teacher: Engine | None = None  # an engine of its own serving ``teacher`` (a model with the policy's tokenizer)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="flywheel-session", daemon=True)
         self._thread.start()
@@ -63,8 +62,6 @@ class Session:
             self._stop_workers(workers)
             raise
         try:
-            if teacher is not None:  # beside the policy's engines, sharing their CPUs (as a judge's own engine)
-                [self.teacher] = start_engines(engine_group(self.config, model=teacher, replicas=1, cpus=0))
             if self.run.checkpoint is not None:  # run.resume: that run's latest checkpoint
                 self._call(self.run.trainer.restore(str(self.run.checkpoint)))
             self.publish()
@@ -126,7 +123,8 @@ class Session:
 
     def batch(self, groups: Sequence[Sequence[EnvEpisode]]) -> TrainBatch:
         """The groups (of equal size) collated with the algorithm's advantages, as a step's batch."""
-        return self._call(build_batch([list(g) for g in groups], self.run.algorithm, self.tokenizer.pad_token_id, self.run.trainer))
+        run = self.run
+        return self._call(build_batch([list(g) for g in groups], run.algorithm, self.tokenizer.pad_token_id, run.trainer, run.teacher_score))
 
     def collate(self, episodes: Sequence[EnvEpisode]) -> TrainBatch:
         """The episodes as a batch without advantages (zero): for a loss that does not use them (SFT). An invalid
@@ -143,15 +141,15 @@ class Session:
         """A policy engine replica's logprobs of ``batch.tokens`` [B, T], aligned as ``logprobs``, from a prefill."""
 
         async def score() -> torch.Tensor:
-            return await prefill_logprobs(self.run.router.engines[await self.run.router.replica()], batch)
+            return await prefill_logprobs(self.run.router.engines[await self.run.router.replica()].score, batch)
 
         return self._call(score())
 
     def teacher_logprobs(self, batch: TrainBatch) -> torch.Tensor:
-        """The teacher engine's logprobs of ``batch.tokens`` [B, T], aligned as ``logprobs`` (``Session(teacher=)``)."""
-        if self.teacher is None:
-            raise ValueError("this session has no teacher: give Session(..., teacher=) a model directory")
-        return self._call(prefill_logprobs(self.teacher, batch))
+        """The distillation teacher's logprobs of ``batch.tokens`` [B, T], aligned as ``logprobs`` (``algorithm.teacher``)."""
+        if self.run.teacher_score is None:
+            raise ValueError("this session has no teacher: choose algorithm.name=distill and set algorithm.teacher to the teacher model's directory")
+        return self._call(prefill_logprobs(self.run.teacher_score, batch))
 
     def forward_backward(self, batch: TrainBatch, loss_fn: LossFn) -> dict[str, float]:
         """Accumulates the gradients of ``loss_fn(micro, logprobs, totals)`` over ``batch``, cut into micro-batches
@@ -198,8 +196,6 @@ class Session:
         try:
             self._call(close(self.run))
         finally:
-            if self.teacher is not None:
-                self.teacher.shutdown()
             self._stop_workers(self.run.workers)
 
     def __enter__(self) -> Session:
@@ -220,17 +216,6 @@ class Session:
             workers.shutdown()
         if self._own_ray and ray.is_initialized():
             ray.shutdown()
-
-
-async def prefill_logprobs(engine: Engine, batch: TrainBatch) -> torch.Tensor:
-    """``engine``'s logprobs of each row's tokens (right-padded), [B, T]: position t holds log p(token t | tokens
-    before it); position 0 and padding hold 0."""
-    lengths = batch.attention_mask.sum(dim=1).tolist()
-    scored = await engine.score([row[:length].tolist() for row, length in zip(batch.tokens, lengths)])
-    out = torch.zeros(batch.tokens.shape)
-    for i, values in enumerate(scored):
-        out[i, 1 : 1 + len(values)] = torch.tensor(values)
-    return out
 
 
 async def _on_loop(build, *args):

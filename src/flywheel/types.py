@@ -116,6 +116,9 @@ class TrainBatch:
     old_values: torch.Tensor | None = None  # [B, T] float32, the critic's values when the batch was built
     old_logprobs: torch.Tensor | None = None  # [B, T] float32, proximal logprobs (set by the trainer)
     weight_versions: torch.Tensor | None = None  # [B, T] int64, the engine weight version that sampled each token; -1 elsewhere
+    teacher_logprobs: torch.Tensor | None = (
+        None  # [B, T] float32, a teacher's logprobs of the tokens, aligned as behaviour_logprobs (distillation only)
+    )
 
     def __len__(self) -> int:
         return self.tokens.shape[0]

@@ -1,7 +1,9 @@
-"""The judge against a real OpenAI-compatible server: vLLM's API server on loopback, serving a tiny random model."""
+"""The judge, and a distillation teacher, against a real OpenAI-compatible server: vLLM's API server on loopback,
+serving a tiny random model."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -10,10 +12,12 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from tiny_models import save_causal_lm
 
+from flywheel.engines.endpoint import EndpointScorer, EndpointUnavailable
 from flywheel.rewards.judge import Judge, JudgeItem, JudgeUnavailable, OpenAIBackend
 
 KEY_ENV = "FLYWHEEL_TEST_JUDGE_KEY"
@@ -34,9 +38,13 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def model(tmp_path_factory):
+    return save_causal_lm(tmp_path_factory.mktemp("judge-model"))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, model):
     """(base_url, key): vLLM's OpenAI API server on 127.0.0.1, killed (its whole process group) afterwards."""
-    model = save_causal_lm(tmp_path_factory.mktemp("judge-model"))
     port, key = free_port(), "test-key-not-logged"
     env = os.environ | {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
     log = tmp_path_factory.mktemp("judge-log") / "server.log"
@@ -172,3 +180,58 @@ def test_at_most_concurrency_requests_are_in_flight():
             Judge(backend).score(ITEMS)
         acceptor.join()
     assert len([t for t in connected if t - start < 0.9]) == 2  # 6 requests, 2 slots, nothing answers for 1 s
+
+
+def test_a_teacher_behind_the_server_scores_tokens_as_the_model_does(server, model, monkeypatch):
+    """EndpointScorer (``algorithm.teacher`` a URL): the server's prompt logprobs of given token ids are the model's own
+    (transformers, float32), for sequences of different lengths scored at once."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv(KEY_ENV, server[1])
+    sequences = [[40, 41, 42, 43, 44, 45], [50, 60], [70, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80]]
+    scored = asyncio.run(EndpointScorer(server[0], "judge", api_key_env=KEY_ENV).score(sequences))
+    reference = AutoModelForCausalLM.from_pretrained(model).eval()
+    for tokens, values in zip(sequences, scored):
+        with torch.no_grad():
+            logits = reference(torch.tensor([tokens])).logits[0, :-1].log_softmax(-1)
+        expected = logits.gather(1, torch.tensor(tokens[1:])[:, None])[:, 0]
+        assert len(values) == len(tokens) - 1
+        torch.testing.assert_close(torch.tensor(values), expected, atol=1e-3, rtol=0)
+
+
+def test_a_teacher_server_that_refuses_names_what_to_fix(server, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, server[1])
+    with pytest.raises(EndpointUnavailable, match=r"refused a scoring request with HTTP 404 .*fix what it names"):
+        asyncio.run(EndpointScorer(server[0], "no-such-model", api_key_env=KEY_ENV, max_retries=3, backoff_s=5.0).score([[40, 41]]))
+    with pytest.raises(EndpointUnavailable, match=r"did not answer after 2 attempts"):
+        asyncio.run(EndpointScorer(f"http://127.0.0.1:{free_port()}/v1", "judge", max_retries=1, backoff_s=0.1).score([[40, 41]]))
+
+
+@pytest.mark.slow
+def test_a_session_distills_from_a_teacher_url(server, model, monkeypatch, tmp_path):
+    """``algorithm.teacher`` a URL: the run asks the server, not an engine of its own, for the teacher's logprobs of
+    every sampled token (the server's random model reads the quickstart's token ids as its own)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from flywheel import Session
+    from flywheel.algorithms.distill import teacher_metrics
+
+    monkeypatch.setenv(KEY_ENV, server[1])
+    overrides = [
+        "algorithm.name=distill",
+        f"algorithm.teacher={server[0]}",
+        "algorithm.teacher_model=judge",
+        f"algorithm.teacher_api_key_env={KEY_ENV}",
+    ]
+    repo = Path(__file__).resolve().parents[2]
+    with Session(repo / "configs/quickstart.yaml", [*overrides, f"run.output_dir={tmp_path}", "run.progress=false"]) as session:
+        batch = session.batch(session.sample(session.tasks.train[:4], n=2))
+        session.train_step(batch)
+    reference = AutoModelForCausalLM.from_pretrained(model).eval()
+    with torch.no_grad():
+        logits = reference(batch.tokens, attention_mask=batch.attention_mask).logits[:, :-1].log_softmax(-1)
+    expected = logits.gather(2, batch.tokens[:, 1:, None])[..., 0] * batch.attention_mask[:, 1:]
+    torch.testing.assert_close(batch.teacher_logprobs[:, 1:], expected, atol=1e-3, rtol=0)
+    assert teacher_metrics(batch)["distill/reverse_kl"] > 0.5  # a random model is far from the student

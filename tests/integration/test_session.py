@@ -2,7 +2,8 @@
 own through forward_backward (the value it reports is the loss of the whole batch, however the trainer cut it),
 optim_step, publish (the engine then samples, and scores given tokens, with the trainer's new weights), save /
 load (exact), a NaN loss skipped, a call from inside a running event loop (a notebook cell), log, close.
-(slow) examples/rejection_sft.py from outside the package: best-of-n then SFT raises the sampled reward."""
+(slow) examples/rejection_sft.py from outside the package: best-of-n then SFT raises the sampled reward;
+examples/distill.py: on-policy distillation draws the student to its teacher."""
 
 import asyncio
 import json
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import save_perturbed
 
 from flywheel import Session
 from flywheel.api import as_config
@@ -93,11 +95,10 @@ def test_rejection_sampling_then_sft_from_outside_the_package(tmp_path):
 
 @pytest.mark.slow
 def test_a_teacher_engine_scores_the_students_tokens(tmp_path):
-    """Session(teacher=) serves the teacher on an engine of its own: the same model as the student scores the
-    student's tokens as the student's engine does, and no longer once the student has trained."""
-    with Session(
-        REPO / "configs/quickstart.yaml", [f"run.output_dir={tmp_path}", "run.progress=false"], teacher=str(REPO / "assets/tiny-adder")
-    ) as session:
+    """algorithm.teacher is served on an engine of its own: the same model as the student scores the student's
+    tokens as the student's engine does, and no longer once the student has trained."""
+    overrides = [f"run.output_dir={tmp_path}", "run.progress=false", "algorithm.name=distill", f"algorithm.teacher={REPO / 'assets/tiny-adder'}"]
+    with Session(REPO / "configs/quickstart.yaml", overrides) as session:
         batch = session.collate([g[0] for g in session.sample(session.tasks.train[:4], n=1)])
         teacher = session.teacher_logprobs(batch)
         torch.testing.assert_close(teacher, session.engine_logprobs(batch), atol=1e-4, rtol=0)
@@ -106,3 +107,19 @@ def test_a_teacher_engine_scores_the_students_tokens(tmp_path):
         session.optim_step()
         session.publish()
         assert (session.engine_logprobs(batch) - session.teacher_logprobs(batch)).abs().max() > 1e-3
+
+
+@pytest.mark.slow
+def test_distillation_from_outside_the_package_draws_the_student_to_its_teacher(tmp_path):
+    """examples/distill.py with a teacher the student is not (the shipped model with noise on every weight): the
+    per-token reverse KL to the teacher falls round after round."""
+    teacher = save_perturbed(REPO / "assets/tiny-adder", tmp_path / "teacher", scale=0.3)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    command = [sys.executable, str(REPO / "examples/distill.py"), str(teacher), "12", f"run.output_dir={tmp_path}", "run.progress=false"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "distill/metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == list(range(13)) and "eval/accuracy" in rows[-1]
+    kl = [row["distill/reverse_kl"] for row in rows[1:]]
+    print("reverse KL per round:", [round(k, 4) for k in kl])
+    assert sum(kl[:3]) / 3 > 0.01 and sum(kl[-3:]) / 3 < 0.7 * sum(kl[:3]) / 3, kl

@@ -61,3 +61,18 @@ def save_classifier(path: Path, seed: int = 0) -> Path:
     Qwen2ForSequenceClassification(_config(tokenizer, num_labels=1)).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def save_perturbed(source: Path, path: Path, scale: float = 0.05, seed: int = 0) -> Path:
+    """``source`` (a model directory) with Gaussian noise of ``scale`` times each tensor's std added to every
+    weight: another model of the same tokenizer (a teacher whose distribution the student's is not)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, path)
+    generator = torch.Generator().manual_seed(seed)
+    weights = load_file(str(path / "model.safetensors"))
+    noisy = {name: t + scale * t.float().std().nan_to_num() * torch.randn(t.shape, generator=generator) for name, t in weights.items()}
+    save_file({name: t.contiguous() for name, t in noisy.items()}, str(path / "model.safetensors"), metadata={"format": "pt"})
+    return path

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-from flywheel.algorithms import cispo, dapo, dr_grpo, grpo, gspo, ppo, reinforce_pp, rloo  # noqa: F401  (they register)
+from flywheel.algorithms import cispo, dapo, distill, dr_grpo, grpo, gspo, ppo, reinforce_pp, rloo  # noqa: F401  (they register)
 from flywheel.algorithms.base import ALGORITHMS, Algorithm, register_algorithm
 from flywheel.config.algorithms import AlgorithmConfig
 

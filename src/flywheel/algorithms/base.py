@@ -27,6 +27,7 @@ class Algorithm:
 
     config_type: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
     needs_critic: ClassVar[bool] = False
+    needs_teacher: ClassVar[bool] = False  # its config names a ``teacher`` model, served by an engine of the run's own
 
     def __init__(self, config: AlgorithmConfig) -> None:
         self.config = config
@@ -61,6 +62,11 @@ class Algorithm:
         """rewards [G, n], valid [G, n] or None, mask [B, T] (0 on left-out episodes), critic values
         [B, T] (critic algorithms only) -> (advantages [B, T], critic returns [B, T] or None)."""
         return self.advantages(rewards, valid).flatten()[:, None] * mask, None
+
+    def teacher_advantages(self, advantages: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Algorithms that ``needs_teacher``: token advantages [B, T], the student's sampling logprobs and the
+        teacher's of the same tokens [B, T], mask [B, T] -> the advantages trained on [B, T]."""
+        raise NotImplementedError
 
     # --- the loss -----------------------------------------------------------------------------------
     def policy_loss(

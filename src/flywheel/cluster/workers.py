@@ -31,6 +31,7 @@ from flywheel.cluster.cores import split_for_async
 from flywheel.config import Config
 from flywheel.engines import engine_class
 from flywheel.engines.base import Engine
+from flywheel.engines.endpoint import EndpointScorer
 from flywheel.engines.remote import RemoteEngine
 from flywheel.engines.spec import EngineSpec
 from flywheel.rollout.router import EngineFactory, EngineRouter, Rejoin
@@ -119,6 +120,7 @@ class RunSpec:
     trainer: TrainerSpec
     eval_engines: EngineGroup | None
     judge: EngineGroup | None
+    teacher: EngineGroup | None
     reward_model: RewardModelSpec | None
     max_engine_restarts: int
     rollout_workers: RolloutWorkerGroup | None = None
@@ -156,7 +158,7 @@ def trainer_spec(config: Config) -> TrainerSpec:
 def run_spec(config: Config, cores: Iterable[int] = (), gpu: bool = False) -> RunSpec:
     """The specs of every actor of a run of ``config`` on a machine whose driver may use ``cores`` (with
     ``gpu``): the policy's engines and the trainer on separate halves of them where cluster/cores.py
-    splits them; the evaluation replicas and a judge's own engine share the engines' CPUs."""
+    splits them; the evaluation replicas, a judge's own engine and a distillation teacher's share the engines' CPUs."""
     config, split = split_for_async(config, cores, gpu)
     r = config.reward
     judge = r.judge.enabled and r.judge.engine == "own"
@@ -167,11 +169,17 @@ def run_spec(config: Config, cores: Iterable[int] = (), gpu: bool = False) -> Ru
         trainer=trainer_spec(config),
         eval_engines=engine_group(config, replicas=config.eval.engines, cpus=0) if config.eval.engines else None,
         judge=engine_group(config, model=r.judge.model_path, replicas=1, cpus=0) if judge else None,
+        teacher=engine_group(config, model=config.algorithm.teacher, replicas=1, cpus=0) if own_teacher(config) else None,
         reward_model=RewardModelSpec(rm.path, rm.batch_size, rm.max_length) if rm.path else None,
         max_engine_restarts=config.rollout.max_engine_restarts,
         rollout_workers=rollout_worker_group(config) if config.rollout.workers else None,
         notes=(split,) if split else (),
     )
+
+
+def own_teacher(config: Config) -> bool:
+    """A distillation teacher (``algorithm.teacher``) that is a model directory, served by an engine of the run's own."""
+    return bool(getattr(config.algorithm, "teacher", None)) and not config.algorithm.teacher_is_url
 
 
 def rollout_worker_group(config: Config) -> RolloutWorkerGroup:
@@ -409,10 +417,12 @@ def start_trainer(spec: TrainerSpec, transport: WeightTransport, trainer_class: 
 
 @dataclass
 class RewardActors:
-    """The reward side's actors of a run: a judge's own engine behind a router of its own (which restarts
-    it when it dies, ``rollout.max_engine_restarts``) and a reward model's actor; None where not configured."""
+    """The reward side's actors of a run: a judge's own engine and a distillation teacher's, each behind a router
+    of its own (which restarts it when it dies, ``rollout.max_engine_restarts``), and a reward model's actor;
+    None where not configured."""
 
     judge: EngineRouter | None = None
+    teacher: EngineRouter | EndpointScorer | None = None
     reward_model: ray.actor.ActorHandle | None = None
 
     def score_texts(self):
@@ -422,16 +432,20 @@ class RewardActors:
     async def stop(self) -> None:
         if self.reward_model is not None:
             ray.kill(self.reward_model)
-        if self.judge is not None:
-            await self.judge.close(keep_serving=True)  # cancels a restart under way
-            self.judge.shutdown()  # the engine in its slot, the first or a replacement
+        for router in (r for r in (self.judge, self.teacher) if isinstance(r, EngineRouter)):
+            await router.close(keep_serving=True)  # cancels a restart under way
+            router.shutdown()  # the engine in its slot, the first or a replacement
 
 
 def start_reward_actors(spec: RunSpec) -> RewardActors:
-    """The judge's own engine and the reward model's actor that ``spec`` asks for (Ray must be up)."""
+    """The judge's and the teacher's own engines and the reward model's actor that ``spec`` asks for (Ray must be up)."""
     actors = RewardActors()
-    if spec.judge is not None:  # first: it waits for its engine, which may fail to start
+    if spec.judge is not None:  # first: they wait for their engines, which may fail to start
         actors.judge = EngineRouter(start_engines(spec.judge), engine_starter(spec.judge), spec.max_engine_restarts)
+    if spec.teacher is not None:
+        actors.teacher = EngineRouter(start_engines(spec.teacher), engine_starter(spec.teacher), spec.max_engine_restarts)
+    elif getattr(a := spec.config.algorithm, "teacher", None):  # a teacher URL
+        actors.teacher = EndpointScorer(a.teacher, a.teacher_model, api_key_env=a.teacher_api_key_env)
     if (rm := spec.reward_model) is not None:
         from flywheel.rewards.reward_model import RewardModel
 

@@ -117,12 +117,32 @@ class PPOConfig(ClipConfig):
     value_clip: float = Field(0.2, gt=0, description="New values stay within this of the rollout-time values in the value loss.")
 
 
+class DistillConfig(GRPOConfig):
+    name: Literal["distill"] = "distill"
+    teacher: str = Field(
+        ...,
+        description="On-policy distillation's teacher, of the policy's tokenizer: a Hugging Face model directory, served by an engine of "
+        "its own, or the base URL of an OpenAI-compatible server that returns prompt logprobs (vLLM's: http://host:port/v1).",
+    )
+    teacher_model: str = Field("teacher", description="The model name the teacher's server serves it under (a teacher URL only).")
+    teacher_api_key_env: str | None = Field(None, description="Environment variable holding the teacher server's API key (a teacher URL only).")
+    teacher_coef: float = Field(1.0, gt=0, description="Weight of the teacher's per-token advantage, log p_teacher - log p_student.")
+    reward_weight: float = Field(0.0, ge=0, description="Weight of the task reward's group-normalised advantage added to it (0: distillation alone).")
+    advantage_clip: float | None = Field(
+        None, gt=0, description="The teacher's per-token advantages are clipped to [-advantage_clip, advantage_clip] (null: not clipped)."
+    )
+
+    @property
+    def teacher_is_url(self) -> bool:
+        return self.teacher.startswith(("http://", "https://"))
+
+
 #: Every algorithm's settings by ``algorithm.name``, in the order the docs list them; an algorithm of the
 #: user's own is added when its module registers it.
 ALGORITHM_CONFIGS: dict[str, type[AlgorithmConfig]] = {
     cls.model_fields["name"].default: cls
     for cls in (
-        GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, ReinforcePPConfig, ReinforcePPBaselineConfig, GSPOConfig, CISPOConfig, PPOConfig,
+        GRPOConfig, DrGRPOConfig, DAPOConfig, RLOOConfig, ReinforcePPConfig, ReinforcePPBaselineConfig, GSPOConfig, CISPOConfig, PPOConfig, DistillConfig,
     )
 }  # fmt: skip
 

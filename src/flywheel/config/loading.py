@@ -57,6 +57,11 @@ def _describe(error: dict[str, Any], tree: dict[str, Any]) -> str:
     if error["type"] == "extra_forbidden":
         known = ", ".join(section.model_fields) if section else ""
         return f"unknown key '{key}' (known keys here: {known})"
+    if error["type"] == "missing":
+        if loc[:1] == ("algorithm",):
+            section = ALGORITHM_CONFIGS[tree["algorithm"].get("name", "grpo")]
+        field = section.model_fields.get(keys[-1]) if section and keys else None
+        return f"'{key}' is required: {field.description if field and field.description else 'set it'}"
     return f"bad value for '{key}': {error['msg'].rstrip('.')} (got {error['input']!r})"
 
 
@@ -130,20 +135,24 @@ def config_from_dict(tree: dict[str, Any], overrides: list[str] = (), path: str 
         raise ConfigError(
             f"eval.engines needs a weight transport that engines can join at any time (weights.name=file), not weights.name={config.weights.name}"
         )
-    if problem := model_problem(config.model.path):
-        raise ConfigError(problem)
+    models = [("model.path", config.model.path)]
+    if getattr(config.algorithm, "teacher", None) and not config.algorithm.teacher_is_url:
+        models.append(("algorithm.teacher", config.algorithm.teacher))
+    for key, model in models:
+        if problem := model_problem(model, key):
+            raise ConfigError(problem)
     return config
 
 
-def model_problem(path: str) -> str | None:
-    """One sentence on what is missing or unreadable in a model directory, or None."""
+def model_problem(path: str, key: str = "model.path") -> str | None:
+    """One sentence on what is missing or unreadable in the model directory that config key ``key`` names, or None."""
     from safetensors import safe_open
 
     root = Path(path)
     if not (root / "config.json").is_file():
-        return f"model.path '{path}' is not a Hugging Face model directory (no config.json)"
+        return f"{key} '{path}' is not a Hugging Face model directory (no config.json)"
     if not any((root / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json")):
-        return f"model.path '{path}' has no tokenizer files (tokenizer.json, tokenizer.model or vocab.json); copy them from the model's original directory"
+        return f"{key} '{path}' has no tokenizer files (tokenizer.json, tokenizer.model or vocab.json); copy them from the model's original directory"
     index = root / "model.safetensors.index.json"
     shards = sorted(set(yaml.safe_load(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
     for shard in shards:
@@ -151,7 +160,7 @@ def model_problem(path: str) -> str | None:
             with safe_open(str(root / shard), framework="pt") as f:
                 f.keys()
         except Exception as error:  # noqa: BLE001 - any unreadable file gets the same sentence
-            return f"model.path '{path}': weights file '{shard}' cannot be read ({type(error).__name__}: {error}); use safetensors weights"
+            return f"{key} '{path}': weights file '{shard}' cannot be read ({type(error).__name__}: {error}); use safetensors weights"
     return None
 
 

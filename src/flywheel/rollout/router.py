@@ -159,6 +159,20 @@ class EngineRouter:
             finally:
                 self.end(index)
 
+    async def score(self, sequences: list[list[int]]) -> list[list[float]]:
+        """``Engine.score`` on a live replica; retried on another (or the restarted one) if it dies."""
+        while True:
+            index = await self.replica()
+            engine = self.engines[index]
+            self.begin(index)
+            try:
+                return await engine.score(sequences)
+            except EngineDied:
+                self.mark_dead(index, engine)
+                self.resubmitted += 1
+            finally:
+                self.end(index)
+
     def mark_dead(self, index: int, engine: Engine | None = None) -> None:
         """Takes replica ``index`` out of rotation and, restarts allowing, starts its replacement.
         ``engine``: the replica that failed (a late failure of one already replaced is ignored)."""

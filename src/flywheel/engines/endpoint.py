@@ -1,0 +1,93 @@
+"""A model behind an OpenAI-compatible completions endpoint that returns prompt logprobs (vLLM's server,
+``prompt_logprobs``), as the scoring half of an ``Engine``: a distillation teacher served outside the run.
+
+The API key is read from the environment variable named ``api_key_env`` (None: no key) and never logged.
+At most ``concurrency`` requests are in flight, each with ``timeout_s``; connection errors, timeouts, 408/409/429
+and 5xx are retried ``max_retries`` times after ``backoff_s * 2**i`` seconds, then ``EndpointUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+
+class EndpointUnavailable(RuntimeError):
+    """The endpoint refused a request, or did not answer after the retries: one sentence naming what to fix."""
+
+
+class EndpointScorer:
+    """``score(sequences)`` as ``Engine.score``: per sequence, log p(token t | tokens before it) for t >= 1,
+    from one completions request each (the token ids as the prompt, one generated token, prompt logprobs)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str | None = None,
+        concurrency: int = 8,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 1.0,
+    ) -> None:
+        if api_key_env is not None and not os.environ.get(api_key_env):
+            raise ValueError(f"the teacher endpoint's API key variable {api_key_env} is not set in the environment")
+        self.base_url, self.model, self.api_key_env = base_url, model, api_key_env
+        self.concurrency, self.timeout_s, self.max_retries, self.backoff_s = concurrency, timeout_s, max_retries, backoff_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"EndpointScorer(base_url={self.base_url!r}, model={self.model!r})"
+
+    async def score(self, sequences: list[list[int]]) -> list[list[float]]:
+        return list(await asyncio.gather(*(self._one(tokens) for tokens in sequences)))
+
+    def _bind(self):
+        """The client and semaphore of the running event loop (asyncio objects cannot cross loops)."""
+        if self._loop is not asyncio.get_running_loop():
+            import openai
+
+            key = os.environ[self.api_key_env] if self.api_key_env else "none"  # read here, kept only by the client
+            self._loop = asyncio.get_running_loop()
+            self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+        return self._client, self._semaphore
+
+    async def _one(self, tokens: list[int]) -> list[float]:
+        import openai
+
+        client, semaphore = self._bind()
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+            try:
+                async with semaphore:
+                    response = await client.completions.create(
+                        model=self.model, prompt=tokens, max_tokens=1, temperature=0.0, extra_body={"prompt_logprobs": 0}
+                    )
+                return prompt_logprobs_of(tokens, (response.choices[0].model_extra or {}).get("prompt_logprobs"), self.base_url)
+            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
+                last = exc
+            except openai.APIStatusError as exc:
+                if exc.status_code not in (408, 409):
+                    raise EndpointUnavailable(
+                        f"the teacher endpoint {self.base_url} refused a scoring request with HTTP {exc.status_code} ({exc.message}); "
+                        "fix what it names (model name, API key, sequence length)"
+                    ) from None
+                last = exc
+        raise EndpointUnavailable(
+            f"the teacher endpoint {self.base_url} did not answer after {self.max_retries + 1} attempts ({type(last).__name__}: {last}); "
+            "check that the server is running and reachable at that address"
+        ) from None
+
+
+def prompt_logprobs_of(tokens: list[int], entries: list | None, base_url: str) -> list[float]:
+    """vLLM's ``prompt_logprobs`` of a prompt (None for the first token, then a mapping of token id to its
+    logprob for every later position, the prompt's own token among them) -> the prompt tokens' logprobs."""
+    if not isinstance(entries, list) or len(entries) != len(tokens):
+        raise EndpointUnavailable(
+            f"the teacher endpoint {base_url} returned no prompt logprobs for a sequence of {len(tokens)} tokens; "
+            "serve the teacher with a server that accepts prompt_logprobs (vLLM's OpenAI server)"
+        )
+    return [float(entry[str(token)]["logprob"]) for entry, token in zip(entries[1:], tokens[1:])]
