@@ -1,7 +1,8 @@
 """flywheel.Session on the session's engine with a fresh trainer: sample scored groups, a loss of the caller's
 own through forward_backward (the value it reports is the loss of the whole batch, however the trainer cut it),
 optim_step, publish (the engine then samples, and scores given tokens, with the trainer's new weights), save /
-load (exact), a NaN loss skipped, a call from inside a running event loop (a notebook cell), log, close.
+load (exact), a NaN loss skipped, a call from inside a running event loop (a notebook cell), log, close;
+(slow) the same on two trainer ranks.
 (slow) examples/rejection_sft.py from outside the package: best-of-n then SFT raises the sampled reward;
 examples/distill.py: on-policy distillation draws the student to its teacher."""
 
@@ -78,6 +79,22 @@ def test_a_session_samples_trains_its_own_loss_publishes_and_saves(fresh_workers
         run_dir = session.run_dir
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert rows == [{"step": 1, "sft/kept": 3.0}]
+
+
+@pytest.mark.slow
+def test_a_session_on_two_trainer_ranks(fresh_workers, config, tmp_path):
+    """The rows of forward_backward are dealt to two FSDP ranks: the loss it reports is still the whole batch's, the
+    step lowers it, and the engine serves what the two ranks trained."""
+    config = as_config(config, ["trainer.ranks=2", "trainer.threads=1", f"run.output_dir={tmp_path}", "run.name=two_ranks"])
+    with Session(config, workers=fresh_workers(config)) as session:
+        batch = session.collate([e for g in session.sample(session.tasks.train[:6], n=4) for e in g])
+        before = session.logprobs(batch)
+        assert session.forward_backward(batch, nll)["loss/user"] == pytest.approx(mean_nll(before, batch), abs=1e-4)
+        assert session.optim_step()["train/grad_norm"] > 0
+        after = session.logprobs(batch)
+        assert mean_nll(after, batch) < mean_nll(before, batch) - 0.01
+        assert session.publish() == 1
+        torch.testing.assert_close(session.engine_logprobs(batch), after, atol=2e-3, rtol=0)
 
 
 @pytest.mark.slow

@@ -105,3 +105,19 @@ def test_a_teacher_url_is_a_server_not_a_directory():
     config = check_config(load_config(None, overrides))  # no directory to read, no tokenizer to compare
     assert config.algorithm.teacher_is_url and not own_teacher(config)
     assert own_teacher(load_config(None, ["algorithm.name=distill", f"algorithm.teacher={TEACHER}"]))
+
+
+def test_equal_rows_are_scored_once():
+    asked = []
+    score = teacher_scoring({4: -9.0, 5: -0.3, 6: -0.7, 7: -1.5, 1: -0.2})
+
+    async def counting(sequences):
+        asked.extend(sequences)
+        return await score(sequences)
+
+    groups = [[episode([6, 1], 1.0), episode([7, 7, 7], 0.0), episode([6, 1], 1.0), episode([7, 7, 7], 0.0)]]
+    batch = build(load_config(None, ["rollout.group_size=4"]), groups)
+    scored = asyncio.run(prefill_logprobs(counting, batch))
+    assert asked == [[4, 5, 6, 1], [4, 5, 7, 7, 7]]
+    torch.testing.assert_close(scored[2:], scored[:2])
+    assert scored[3].tolist() == pytest.approx([0, -0.3, -1.5, -1.5, -1.5])

@@ -22,12 +22,15 @@ Score = Callable[[list[list[int]]], Awaitable[list[list[float]]]]
 
 async def prefill_logprobs(score: Score, batch: TrainBatch) -> torch.Tensor:
     """The logprobs ``score`` gives each row's tokens (right-padded), [B, T] aligned as ``behaviour_logprobs``:
-    position t holds log p(token t | tokens before it); position 0 and padding hold 0."""
+    position t holds log p(token t | tokens before it); position 0 and padding hold 0. Rows of equal tokens (a
+    group's samples often repeat) are scored once."""
     lengths = batch.attention_mask.sum(dim=1).tolist()
-    scored = await score([row[:length].tolist() for row, length in zip(batch.tokens, lengths)])
+    rows = [tuple(row[:length].tolist()) for row, length in zip(batch.tokens, lengths)]
+    unique = list(dict.fromkeys(rows))
+    scored = dict(zip(unique, await score([list(row) for row in unique])))
     out = torch.zeros(batch.tokens.shape)
-    for i, values in enumerate(scored):
-        out[i, 1 : 1 + len(values)] = torch.tensor(values)
+    for i, row in enumerate(rows):
+        out[i, 1 : len(row)] = torch.tensor(scored[row])
     return out
 
 
