@@ -202,7 +202,7 @@ def test_a_teacher_behind_the_server_scores_tokens_as_the_model_does(server, mod
 
 def test_a_teacher_server_that_refuses_names_what_to_fix(server, monkeypatch):
     monkeypatch.setenv(KEY_ENV, server[1])
-    with pytest.raises(EndpointUnavailable, match=r"refused a scoring request with HTTP 404 .*fix what it names"):
+    with pytest.raises(EndpointUnavailable, match=r"^the teacher endpoint .* refused the request with HTTP 404 .*fix what it names"):
         asyncio.run(EndpointScorer(server[0], "no-such-model", api_key_env=KEY_ENV, max_retries=3, backoff_s=5.0).score([[40, 41]]))
     with pytest.raises(EndpointUnavailable, match=r"did not answer after 2 attempts"):
         asyncio.run(EndpointScorer(f"http://127.0.0.1:{free_port()}/v1", "judge", max_retries=1, backoff_s=0.1).score([[40, 41]]))

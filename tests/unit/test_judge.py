@@ -127,7 +127,7 @@ def test_parse_verdict_is_strict(text, expected):
 
 def test_a_missing_api_key_variable_is_one_sentence_naming_it(monkeypatch):
     monkeypatch.delenv("FLYWHEEL_TEST_JUDGE_KEY", raising=False)
-    with pytest.raises(ValueError, match="^the judge's API key variable FLYWHEEL_TEST_JUDGE_KEY is not set"):
+    with pytest.raises(ValueError, match="^the judge endpoint's API key variable FLYWHEEL_TEST_JUDGE_KEY is not set"):
         OpenAIBackend("http://127.0.0.1:1/v1", "judge", api_key_env="FLYWHEEL_TEST_JUDGE_KEY")
 
 

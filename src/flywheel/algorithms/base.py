@@ -27,7 +27,7 @@ class Algorithm:
 
     config_type: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
     needs_critic: ClassVar[bool] = False
-    needs_teacher: ClassVar[bool] = False  # its config names a ``teacher`` model, served by an engine of the run's own
+    needs_teacher: ClassVar[bool] = False  # its config names a ``teacher`` (a model directory or a server's URL) that scores tokens
 
     def __init__(self, config: AlgorithmConfig) -> None:
         self.config = config

@@ -442,10 +442,15 @@ def start_reward_actors(spec: RunSpec) -> RewardActors:
     actors = RewardActors()
     if spec.judge is not None:  # first: they wait for their engines, which may fail to start
         actors.judge = EngineRouter(start_engines(spec.judge), engine_starter(spec.judge), spec.max_engine_restarts)
-    if spec.teacher is not None:
-        actors.teacher = EngineRouter(start_engines(spec.teacher), engine_starter(spec.teacher), spec.max_engine_restarts)
-    elif getattr(a := spec.config.algorithm, "teacher", None):  # a teacher URL
-        actors.teacher = EndpointScorer(a.teacher, a.teacher_model, api_key_env=a.teacher_api_key_env)
+    try:
+        if spec.teacher is not None:
+            actors.teacher = EngineRouter(start_engines(spec.teacher), engine_starter(spec.teacher), spec.max_engine_restarts)
+        elif getattr(a := spec.config.algorithm, "teacher", None):  # a teacher URL
+            actors.teacher = EndpointScorer(a.teacher, a.teacher_model, api_key_env=a.teacher_api_key_env)
+    except BaseException:
+        if actors.judge is not None:  # started above: not left behind
+            actors.judge.shutdown()
+        raise
     if (rm := spec.reward_model) is not None:
         from flywheel.rewards.reward_model import RewardModel
 

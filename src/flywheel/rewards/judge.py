@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import secrets
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flywheel.config.schema import JudgeConfig
 from flywheel.engines.base import Engine
+from flywheel.engines.endpoint import EndpointUnavailable, OpenAIEndpoint
 from flywheel.rewards.faults import RewardFault
 from flywheel.rewards.normalize import defuse_delimiters
 
@@ -103,12 +103,8 @@ def build_prompt(
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(blocks)}]
 
 
-class JudgeUnavailable(RuntimeError):
+class JudgeUnavailable(EndpointUnavailable):
     """The judge endpoint failed every attempt (or refused the request); `attempts` says how many were made."""
-
-    def __init__(self, message: str, attempts: int):
-        super().__init__(message)
-        self.attempts = attempts
 
 
 @dataclass(frozen=True)
@@ -128,90 +124,38 @@ class JudgeBackend(Protocol):
     async def complete_batch(self, requests: Sequence[Messages], schema: dict | None) -> list[Reply]: ...
 
 
-class OpenAIBackend:
-    """Any OpenAI-compatible chat endpoint (vLLM's server, a hosted API), through `openai.AsyncOpenAI`.
-
-    The API key is read from the environment variable named `api_key_env` (None: no key) and never logged.
-    At most `concurrency` requests are in flight; each has `timeout_s`; connection errors, timeouts, 408/409/429
-    and 5xx are retried `max_retries` times after `backoff_s * 2**i` seconds; then `JudgeUnavailable`."""
+class OpenAIBackend(OpenAIEndpoint):
+    """Any OpenAI-compatible chat endpoint (vLLM's server, a hosted API), through `openai.AsyncOpenAI`, with the
+    limits and retries of `flywheel.engines.endpoint` (`api_key_env`, `concurrency`, `timeout_s`, `max_retries`,
+    `backoff_s`); a request that fails them raises `JudgeUnavailable`."""
 
     supports_schema = True
+    role = "judge endpoint"
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key_env: str | None = None,
-        concurrency: int = 8,
-        timeout_s: float = 60.0,
-        max_retries: int = 3,
-        backoff_s: float = 1.0,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-    ):
-        if api_key_env is not None and not os.environ.get(api_key_env):
-            raise ValueError(f"the judge's API key variable {api_key_env} is not set in the environment")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        self.base_url, self.model, self.concurrency = base_url, model, concurrency
-        self.api_key_env, self.timeout_s = api_key_env, timeout_s
-        self.max_retries, self.backoff_s = max_retries, backoff_s
+    def __init__(self, base_url: str, model: str, *, max_tokens: int = 256, temperature: float = 0.0, **limits) -> None:
+        super().__init__(base_url, model, **limits)
         self.max_tokens, self.temperature = max_tokens, temperature
-        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _bind(self) -> tuple[object, asyncio.Semaphore]:
-        """The client and semaphore of the running event loop (asyncio objects cannot cross loops)."""
-        if self._loop is not asyncio.get_running_loop():
-            self._loop = asyncio.get_running_loop()
-            self._client, self._semaphore = self._new_client(), asyncio.Semaphore(self.concurrency)
-        return self._client, self._semaphore
+    def refused(self, error, attempts: int) -> Exception:
+        return JudgeUnavailable(str(super().refused(error, attempts)), attempts)
 
-    def _new_client(self):
-        import openai
-
-        key = os.environ[self.api_key_env] if self.api_key_env else "none"  # read here, kept only by the client
-        return openai.AsyncOpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0)
-
-    def __repr__(self) -> str:
-        return f"OpenAIBackend(base_url={self.base_url!r}, model={self.model!r})"
+    def unreachable(self, error: Exception, attempts: int) -> Exception:
+        return JudgeUnavailable(str(super().unreachable(error, attempts)), attempts)
 
     async def complete_batch(self, requests: Sequence[Messages], schema: dict | None) -> list[Reply]:
         return list(await asyncio.gather(*(self.complete(messages, schema) for messages in requests)))
 
     async def complete(self, messages: Messages, schema: dict | None) -> Reply:
-        import openai
-
         start = time.perf_counter()
-        client, semaphore = self._bind()
         extra = {}
         if schema is not None:
             extra["response_format"] = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema}}
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
-            try:
-                async with semaphore:
-                    response = await client.chat.completions.create(
-                        model=self.model, messages=messages, max_tokens=self.max_tokens,
-                        temperature=self.temperature, **extra,
-                    )  # fmt: skip
-                return Reply(response.choices[0].message.content or "", attempt, time.perf_counter() - start)
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
-                last = exc
-            except openai.APIStatusError as exc:
-                if exc.status_code not in (408, 409):
-                    raise JudgeUnavailable(
-                        f"the judge endpoint {self.base_url} refused the request with HTTP {exc.status_code} "
-                        f"({exc.message}); fix what it names (model name, API key, request size)",
-                        attempts=attempt + 1,
-                    ) from None
-                last = exc
-        raise JudgeUnavailable(
-            f"the judge endpoint {self.base_url} did not answer after {self.max_retries + 1} attempts "
-            f"({type(last).__name__}: {last}); check that the server is running and reachable at that address",
-            attempts=self.max_retries + 1,
-        ) from None
+        response, retries = await self.request(
+            lambda client: client.chat.completions.create(
+                model=self.model, messages=messages, max_tokens=self.max_tokens, temperature=self.temperature, **extra
+            )
+        )
+        return Reply(response.choices[0].message.content or "", retries, time.perf_counter() - start)
 
 
 class EngineBackend:
