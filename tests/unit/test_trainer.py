@@ -111,7 +111,28 @@ def test_a_one_rank_trainer_needs_no_port(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        address = f"tcp://127.0.0.1:{taken.getsockname()[1]}"
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
         code = f"from flywheel.trainer.distributed import join; import torch.distributed as d; join(0, 1, {address!r}); print(d.get_world_size())"
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr[-2000:]
+
+
+def test_two_ranks_meet_at_a_store_bound_to_a_port_the_os_picked():
+    """Several ranks meet at a TCP store served by another process (a group's store host), bound to port 0: no port
+    is picked ahead of its bind. Two processes join through it and all-reduce."""
+    import subprocess
+    import sys
+
+    from flywheel.trainer.distributed import open_store, store_address
+
+    store = open_store("127.0.0.1")
+    address = store_address(store)
+    assert address.startswith("127.0.0.1:") and int(address.split(":")[1]) > 0
+    code = (
+        "import sys, torch, torch.distributed as d; from flywheel.trainer.distributed import join; "
+        f"r = int(sys.argv[1]); join(r, 2, {address!r}); t = torch.tensor([r + 1.0]); d.all_reduce(t); print(t.item())"
+    )
+    ranks = [subprocess.Popen([sys.executable, "-c", code, str(r)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outputs = [rank.communicate(timeout=120) for rank in ranks]
+    assert [rank.returncode for rank in ranks] == [0, 0], [err[-2000:] for _, err in outputs]
+    assert [out.strip() for out, _ in outputs] == ["3.0", "3.0"]

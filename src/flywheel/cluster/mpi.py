@@ -36,7 +36,7 @@ import torch
 from flywheel.cluster.local_gpu import launcher_local_rank, local_gpu
 from flywheel.config import Config, ConfigError
 from flywheel.preemption import StopSignals
-from flywheel.trainer.distributed import free_address
+from flywheel.trainer.distributed import open_store, store_address
 from flywheel.trainer.group import TrainerGroup
 from flywheel.trainer.trainer import Trainer
 from flywheel.weights import open_transport
@@ -95,16 +95,18 @@ class MPITrainerGroup(TrainerGroup):
 
     released = False  # whether rank 0 released the other ranks from ``follow`` (they exit 0)
 
-    def __init__(self, config: Config, trainer: Trainer, comm) -> None:
+    def __init__(self, config: Config, trainer: Trainer, comm, store=None) -> None:
         self.config, self.trainer, self.comm, self.ranks = config, trainer, comm, comm.Get_size()
+        self.store = store  # the TCP store the ranks met at, served by this process for the group's life
         self._caller = ThreadPoolExecutor(1, thread_name_prefix="mpi-trainer")  # one call at a time, off the event loop
 
     @classmethod
     def start(cls, config: Config, transport: WeightTransport, trainer_class: type = Trainer) -> MPITrainerGroup:
-        """Trainer rank 0 here; the followers join it at the address broadcast to them."""
+        """Trainer rank 0 here; the followers join it at the store this process serves, its address broadcast to them."""
         comm = world()
-        address = _when_all_arrive(comm).bcast(free_address(ray.util.get_node_ip_address()), root=0)
-        return cls(config, trainer_class(config, transport, 0, comm.Get_size(), address, device=rank_device(comm)), comm)
+        store = open_store(ray.util.get_node_ip_address())
+        address = _when_all_arrive(comm).bcast(store_address(store), root=0)
+        return cls(config, trainer_class(config, transport, 0, comm.Get_size(), address, device=rank_device(comm)), comm, store)
 
     async def _all(self, method: str, *per_rank_args) -> list:
         return await asyncio.get_running_loop().run_in_executor(self._caller, self._call, method, per_rank_args)

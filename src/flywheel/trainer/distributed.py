@@ -5,7 +5,6 @@ configured dtype), gathering full weights, and combining per-rank numbers."""
 from __future__ import annotations
 
 import importlib.util
-import socket
 from datetime import timedelta
 
 import torch
@@ -19,25 +18,34 @@ from flywheel.config import Config, LoraConfig
 from flywheel.trainer.attention import VARLEN
 from flywheel.trainer.lora import add_adapters
 
-
-def free_address(host: str = "127.0.0.1") -> str:
-    """A tcp:// rendezvous address at ``host`` (this machine's address others reach it by) with a port free right now."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return f"tcp://{host}:{s.getsockname()[1]}"
+MEETING_TIMEOUT = timedelta(minutes=30)
 
 
-def join(rank: int, world_size: int, init_method: str | None, device: int = 0) -> DeviceMesh:
-    """Joins the trainer group (gloo on CPU, NCCL for tensors on GPU) and returns its 1-D mesh. A
-    process that already belongs to a group of ``world_size`` (several one-rank trainers in one
-    test process) reuses it. ``device``: the rank's GPU among those it sees (Ray shows each rank
-    its own: 0; an MPI rank takes its node-local one, cluster/local_gpu.py)."""
+def open_store(host: str) -> dist.TCPStore:
+    """The TCP store a group of several ranks meets at, served by this process at ``host`` (the address the ranks
+    reach it by) on a port the OS picks as it binds: no other process can take the port between a pick and the bind."""
+    return dist.TCPStore(host, 0, is_master=True, wait_for_workers=False, timeout=MEETING_TIMEOUT)
+
+
+def store_address(store: dist.TCPStore) -> str:
+    return f"{store.host}:{store.port}"
+
+
+def join(rank: int, world_size: int, store: str | None, device: int = 0) -> DeviceMesh:
+    """Joins the trainer group (gloo on CPU, NCCL for tensors on GPU) and returns its 1-D mesh: one rank through
+    an in-process store, several through the TCP store at ``store`` ("host:port", ``open_store``). A process that
+    already belongs to a group of ``world_size`` (several one-rank trainers in one test process) reuses it.
+    ``device``: the rank's GPU among those it sees (Ray shows each rank its own: 0; an MPI rank takes its
+    node-local one, cluster/local_gpu.py)."""
     cuda = torch.cuda.is_available()
     if not dist.is_initialized():
         backend = "cpu:gloo,cuda:nccl" if cuda else "gloo"
-        # one rank meets no one: an in-process store, so no port (free when picked) can be taken by another process first
-        meeting = {"store": dist.HashStore()} if world_size == 1 else {"init_method": init_method or free_address()}
-        dist.init_process_group(backend, **meeting, rank=rank, world_size=world_size, timeout=timedelta(minutes=30))
+        if world_size == 1:
+            meeting = dist.HashStore()
+        else:
+            host, port = store.rsplit(":", 1)
+            meeting = dist.TCPStore(host, int(port), is_master=False, timeout=MEETING_TIMEOUT)
+        dist.init_process_group(backend, store=meeting, rank=rank, world_size=world_size, timeout=MEETING_TIMEOUT)
     if dist.get_world_size() != world_size:
         raise RuntimeError(f"this process already belongs to a group of {dist.get_world_size()} ranks, not {world_size}")
     if cuda:

@@ -24,7 +24,7 @@ from ray.util.placement_group import placement_group, placement_group_table, rem
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from flywheel.config import Config
-from flywheel.trainer.distributed import free_address
+from flywheel.trainer.distributed import open_store, store_address
 from flywheel.trainer.trainer import LossFn, Trainer
 from flywheel.types import StepResult, TrainBatch
 from flywheel.weights.base import WeightTransport, WeightUpdate
@@ -48,8 +48,10 @@ def deal_rows(rows: int, minibatches: int, ranks: int) -> list[list[torch.Tensor
 
 
 class TrainerGroup:
-    def __init__(self, config: Config, transport: WeightTransport, actors: list[ray.actor.ActorHandle], group) -> None:
-        self.config, self.transport, self.actors, self._placement = config, transport, actors, group
+    def __init__(
+        self, config: Config, transport: WeightTransport, actors: list[ray.actor.ActorHandle], group, store: ray.actor.ActorHandle | None = None
+    ) -> None:
+        self.config, self.transport, self.actors, self._placement, self._store = config, transport, actors, group, store
         self.ranks = len(actors)
 
     @classmethod
@@ -71,8 +73,9 @@ class TrainerGroup:
                 + "; lower trainer.ranks or give Ray more resources"
             ) from None
         on = lambda rank: PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)  # noqa: E731
-        # one rank meets through an in-process store (trainer/distributed.join): no port, no task to pick one
-        address = ray.get(ray.remote(_rendezvous).options(num_cpus=0, scheduling_strategy=on(0)).remote()) if n > 1 else None
+        # several ranks meet at a store served beside rank 0 for the group's life; one rank needs none (distributed.join)
+        store = ray.remote(StoreHost).options(num_cpus=0, scheduling_strategy=on(0)).remote() if n > 1 else None
+        address = ray.get(store.address.remote()) if store else None
         actor = ray.remote(trainer_class)
         actors = [
             actor.options(num_cpus=1, num_gpus=gpus_per_rank, scheduling_strategy=on(r)).remote(config, transport, r, n, address) for r in range(n)
@@ -80,9 +83,9 @@ class TrainerGroup:
         try:
             ray.get([a.__ray_ready__.remote() for a in actors])
         except Exception:
-            cls(config, transport, actors, group).shutdown()
+            cls(config, transport, actors, group, store).shutdown()
             raise
-        return cls(config, transport, actors, group)
+        return cls(config, transport, actors, group, store)
 
     async def _all(self, method: str, *per_rank_args) -> list:
         """Calls ``method`` on every rank (rank r gets the r-th of each argument list) and awaits all;
@@ -166,7 +169,7 @@ class TrainerGroup:
         except ray.exceptions.RayError:  # dead, or stuck past the timeout
             self.transport.close()
         finally:
-            for actor in self.actors:
+            for actor in [*self.actors, *filter(None, [self._store])]:
                 ray.kill(actor)
             remove_placement_group(self._placement)
 
@@ -185,6 +188,11 @@ def by_value(fn: LossFn) -> bytes:
             cloudpickle.unregister_pickle_by_value(module)
 
 
-def _rendezvous() -> str:
-    """Runs where rank 0 will: its address, reachable by the other ranks, with a free port."""
-    return free_address(ray.util.get_node_ip_address())
+class StoreHost:
+    """A Ray actor beside rank 0 serving the TCP store its group meets at (``distributed.open_store``)."""
+
+    def __init__(self) -> None:
+        self.store = open_store(ray.util.get_node_ip_address())
+
+    def address(self) -> str:
+        return store_address(self.store)

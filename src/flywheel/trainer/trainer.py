@@ -59,10 +59,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 
 class Trainer:
-    def __init__(
-        self, config: Config, transport: WeightTransport, rank: int = 0, ranks: int = 1, init_method: str | None = None, device: int = 0
-    ) -> None:
-        """Rank ``rank`` of ``ranks`` meeting at ``init_method``; ``device``: its GPU index where there are GPUs."""
+    def __init__(self, config: Config, transport: WeightTransport, rank: int = 0, ranks: int = 1, store: str | None = None, device: int = 0) -> None:
+        """Rank ``rank`` of ``ranks`` meeting at the TCP store ``store`` ("host:port"; one rank needs none); ``device``:
+        its GPU index where there are GPUs."""
         torch.manual_seed(config.run.seed)
         tc = config.trainer
         if tc.cpu_affinity is not None:
@@ -70,7 +69,7 @@ class Trainer:
         torch.set_num_threads(tc.threads)
         self.config, self.transport, self.rank = config, transport, rank
         self.algorithm = make_algorithm(config.algorithm)
-        mesh = join(rank, ranks, init_method, device)
+        mesh = join(rank, ranks, store, device)
         self.device = mesh.device_type
         if self.device == "cpu" and tc.reuse_freed_memory:
             reuse_freed_memory()  # each step's large tensors reuse the last step's pages
