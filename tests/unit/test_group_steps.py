@@ -32,7 +32,7 @@ class Env:
 def test_steps_keep_order_and_fail_only_the_faulty_episode():
     release = threading.Event()
     envs = [Env("ok"), Env("raise"), Env("hang", release), Env("ok")]
-    results = asyncio.run(_steps(envs, ["a", "bb", "ccc", "dddd"], _Deadline(0.3, None)))
+    results = asyncio.run(_steps(envs, ["a", "bb", "ccc", "dddd"], _Deadline(2.0, None)))  # room for a loaded machine; "hang" waits 5 s
     release.set()
     assert [r.reward for r in (results[0], results[3])] == [1.0, 4.0]
     assert isinstance(results[1], EnvFailure) and results[1].reason == "env_error"
