@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from flywheel.config import Config, ConfigError, RewardFunctionConfig, TaskConfig, load_config
+from flywheel.config.algorithms import teacher_directory
 from flywheel.envs.dataset import dataset_problem, dataset_tasks, function_check_problem, long_prompt_problem, shown_test_rows
 from flywheel.envs.registry import env_factory, known_envs
 from flywheel.rewards.graders import code_arguments
@@ -50,8 +51,8 @@ def check_config(config: Config) -> Config:
 
 def teacher_problem(config: Config) -> str | None:
     """Whether a distillation teacher (``algorithm.teacher``) reads tokens as the policy does: it scores the policy's token ids."""
-    teacher = getattr(config.algorithm, "teacher", None)
-    if teacher is None or config.algorithm.teacher_is_url:  # a server's tokenizer cannot be read from here
+    teacher = teacher_directory(config.algorithm)
+    if teacher is None:  # none, or a server's, whose tokenizer cannot be read from here
         return None
     from transformers import AutoTokenizer
 

@@ -98,13 +98,13 @@ def test_advantage_clip_bounds_the_teachers_advantage():
 
 
 def test_a_teacher_url_is_a_server_not_a_directory():
-    from flywheel.cluster.workers import own_teacher
+    from flywheel.config.algorithms import teacher_directory
     from flywheel.preflight import check_config
 
     overrides = ["algorithm.name=distill", "algorithm.teacher=http://127.0.0.1:8000/v1", "algorithm.teacher_model=t"]
     config = check_config(load_config(None, overrides))  # no directory to read, no tokenizer to compare
-    assert config.algorithm.teacher_is_url and not own_teacher(config)
-    assert own_teacher(load_config(None, ["algorithm.name=distill", f"algorithm.teacher={TEACHER}"]))
+    assert config.algorithm.teacher_is_url and teacher_directory(config.algorithm) is None
+    assert teacher_directory(load_config(None, ["algorithm.name=distill", f"algorithm.teacher={TEACHER}"]).algorithm) == TEACHER
 
 
 def test_equal_rows_are_scored_once():

@@ -29,6 +29,7 @@ from ray.exceptions import RayActorError
 
 from flywheel.cluster.cores import split_for_async
 from flywheel.config import Config
+from flywheel.config.algorithms import teacher_directory
 from flywheel.engines import engine_class
 from flywheel.engines.base import Engine
 from flywheel.engines.endpoint import EndpointScorer
@@ -169,17 +170,12 @@ def run_spec(config: Config, cores: Iterable[int] = (), gpu: bool = False) -> Ru
         trainer=trainer_spec(config),
         eval_engines=engine_group(config, replicas=config.eval.engines, cpus=0) if config.eval.engines else None,
         judge=engine_group(config, model=r.judge.model_path, replicas=1, cpus=0) if judge else None,
-        teacher=engine_group(config, model=config.algorithm.teacher, replicas=1, cpus=0) if own_teacher(config) else None,
+        teacher=engine_group(config, model=teacher, replicas=1, cpus=0) if (teacher := teacher_directory(config.algorithm)) else None,
         reward_model=RewardModelSpec(rm.path, rm.batch_size, rm.max_length) if rm.path else None,
         max_engine_restarts=config.rollout.max_engine_restarts,
         rollout_workers=rollout_worker_group(config) if config.rollout.workers else None,
         notes=(split,) if split else (),
     )
-
-
-def own_teacher(config: Config) -> bool:
-    """A distillation teacher (``algorithm.teacher``) that is a model directory, served by an engine of the run's own."""
-    return bool(getattr(config.algorithm, "teacher", None)) and not config.algorithm.teacher_is_url
 
 
 def rollout_worker_group(config: Config) -> RolloutWorkerGroup:
@@ -445,7 +441,7 @@ def start_reward_actors(spec: RunSpec) -> RewardActors:
     try:
         if spec.teacher is not None:
             actors.teacher = EngineRouter(start_engines(spec.teacher), engine_starter(spec.teacher), spec.max_engine_restarts)
-        elif getattr(a := spec.config.algorithm, "teacher", None):  # a teacher URL
+        elif getattr(a := spec.config.algorithm, "teacher", None):  # a teacher URL (a directory is spec.teacher)
             actors.teacher = EndpointScorer(a.teacher, a.teacher_model, api_key_env=a.teacher_api_key_env)
     except BaseException:
         if actors.judge is not None:  # started above: not left behind

@@ -137,6 +137,13 @@ class DistillConfig(GRPOConfig):
         return self.teacher.startswith(("http://", "https://"))
 
 
+def teacher_directory(algorithm: AlgorithmConfig) -> str | None:
+    """The model directory of the algorithm's distillation teacher, served by an engine of the run's own; None when
+    it has no teacher or its teacher is a server's URL."""
+    teacher = getattr(algorithm, "teacher", None)
+    return None if teacher is None or algorithm.teacher_is_url else teacher
+
+
 #: Every algorithm's settings by ``algorithm.name``, in the order the docs list them; an algorithm of the
 #: user's own is added when its module registers it.
 ALGORITHM_CONFIGS: dict[str, type[AlgorithmConfig]] = {

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic.types import Discriminator
 
-from flywheel.config.algorithms import ALGORITHM_CONFIGS
+from flywheel.config.algorithms import ALGORITHM_CONFIGS, teacher_directory
 from flywheel.config.schema import Config
 
 
@@ -136,8 +136,8 @@ def config_from_dict(tree: dict[str, Any], overrides: list[str] = (), path: str 
             f"eval.engines needs a weight transport that engines can join at any time (weights.name=file), not weights.name={config.weights.name}"
         )
     models = [("model.path", config.model.path)]
-    if getattr(config.algorithm, "teacher", None) and not config.algorithm.teacher_is_url:
-        models.append(("algorithm.teacher", config.algorithm.teacher))
+    if teacher := teacher_directory(config.algorithm):
+        models.append(("algorithm.teacher", teacher))
     for key, model in models:
         if problem := model_problem(model, key):
             raise ConfigError(problem)
